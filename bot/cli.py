@@ -1,0 +1,246 @@
+"""The `citebot` command line: ingest, chunks, search, ask, chat, eval, turns, serve.
+
+Settings come from the environment (CITEBOT_ prefix) and .env, read once here; the
+components are built from them and handed on. Errors exit non-zero with the message.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+
+import click
+
+from bot.app import Components
+from bot.logs import configure
+from bot.settings import Settings, load_settings
+from search.errors import CitebotError
+from search.retrieve import MODES, RetrievalConfig
+
+
+def _emit(obj: object) -> None:
+    click.echo(json.dumps(obj, ensure_ascii=False))
+
+
+class _Context:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.components = Components(settings)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--store", type=click.Path(path_type=Path), envvar="CITEBOT_STORE",
+              help="Embedded store directory (env CITEBOT_STORE).")
+@click.pass_context
+def cli(ctx: click.Context, store: Path | None) -> None:
+    """citebot: answers from your documents, every claim cited and checked."""
+    overrides = {"store": store} if store else {}
+    settings = load_settings(**overrides)
+    configure(settings.log_format)
+    ctx.obj = _Context(settings)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_obj
+def ingest(obj: _Context, paths: tuple[Path, ...], as_json: bool) -> None:
+    """Ingest files and folders into the configured store (idempotent)."""
+    from ingest.pipeline import ingest as run_ingest
+
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
+    c = obj.components
+    summary = run_ingest(paths, c.store, c.embedder, progress=None if not as_json else False)
+    if as_json:
+        _emit(summary.as_json())
+        return
+    click.echo(
+        f"Ingested {summary.documents} document(s), {summary.chunks} chunk(s) in "
+        f"{summary.seconds:.1f} s; unchanged {summary.unchanged}, deleted {summary.deleted}, "
+        f"skipped {len(summary.skipped)}."
+    )
+    for s in summary.skipped:
+        click.echo(f"  skipped {s.source}: {s.reason}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per chunk.")
+@click.pass_obj
+def chunks(obj: _Context, as_json: bool) -> None:
+    """What the store holds, in reading order."""
+    for c in obj.components.store.iter_chunks():
+        if as_json:
+            _emit({"chunk_id": c.chunk_id, "source": c.source, "heading_path": list(c.heading_path),
+                   "page": c.page, "ordinal": c.ordinal, "tokens": c.tokens, "text": c.text})
+        else:
+            page = f" p.{c.page}" if c.page else ""
+            click.echo(f"{c.chunk_id}  {c.source}#{c.ordinal}{page}  {c.tokens} tok  "
+                       f"{' > '.join(c.heading_path)}")
+
+
+def _mode_option(f):
+    return click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True,
+                        help="Which arm(s) to use.")(f)
+
+
+@cli.command()
+@click.argument("query")
+@_mode_option
+@click.option("-k", "--top-k", type=int, default=None, help="How many hits.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def search(obj: _Context, query: str, mode: str, top_k: int | None, as_json: bool) -> None:
+    """Retrieval only: the passages a question would get."""
+    retriever = obj.components.retriever()
+    r = retriever.retrieve(query, mode=mode, top_k=top_k)
+    if as_json:
+        _emit({
+            "hits": [{"chunk_id": h.chunk.chunk_id, "source": h.chunk.source,
+                      "heading_path": list(h.chunk.heading_path), "page": h.chunk.page,
+                      "text": h.chunk.text, "score": h.score,
+                      "ranks": {"dense": h.dense_rank, "lexical": h.lexical_rank},
+                      "reasons": h.reasons} for h in r.hits],
+            "timings_ms": r.timings_ms,
+            "support": {"dense_top": r.support.dense_top, "coverage": r.support.coverage,
+                        "addressed": r.support.addressed},
+            "expansions": [{"found": e.found, "expands_to": e.expands_to} for e in r.expansions],
+            "corrections": r.corrections, "addresses": r.addresses,
+        })
+        return
+    for i, h in enumerate(r.hits, 1):
+        page = f" p.{h.chunk.page}" if h.chunk.page else ""
+        first = " ".join(h.chunk.text.split())[:160]
+        click.echo(f"{i:2}. {h.score:.4f} [dense {h.dense_rank or '-'} lexical {h.lexical_rank or '-'}]"
+                   f"{' ' + ','.join(h.reasons) if h.reasons else ''}  {h.chunk.source}{page} — "
+                   f"{' > '.join(h.chunk.heading_path)}\n    {first}…")
+
+
+def _print_turn(record, as_json: bool) -> None:
+    if as_json:
+        _emit(record.contract_json())
+        return
+    click.echo(record.answer)
+    if record.label:
+        click.echo(f"({record.label})")
+    if record.passages and not record.refused:
+        click.echo("Sources:")
+        for p in record.passages:
+            page = f", p. {p['page']}" if p["page"] else ""
+            click.echo(f"  [{p['number']}] {p['source']} — {' > '.join(p['heading_path'])}{page}")
+    click.echo(f"turn {record.turn_id}")
+
+
+@cli.command()
+@click.argument("question")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def ask(obj: _Context, question: str, as_json: bool) -> None:
+    """One grounded turn: an answer with checked citations, or an earned refusal."""
+    record = obj.components.answerer.ask(question, surface="cli")
+    _print_turn(record, as_json)
+    if record.error:
+        sys.exit(1)
+
+
+@cli.command()
+@click.pass_obj
+def chat(obj: _Context) -> None:
+    """A console conversation: each line continues one thread (empty line or Ctrl-D ends)."""
+    answerer = obj.components.answerer
+    thread = "chat-" + uuid.uuid4().hex[:8]
+    interactive = sys.stdin.isatty()
+    if interactive:
+        click.echo("citebot chat — ask about the collection; follow-ups continue the thread. "
+                   "Ctrl-D to leave.")
+    while True:
+        try:
+            line = input("you> " if interactive else "")
+        except EOFError:
+            break
+        question = line.strip()
+        if not question:
+            if interactive:
+                continue
+            break
+        if not interactive:
+            click.echo(f"you> {question}")
+        record = answerer.ask(question, thread_key=thread, surface="chat")
+        click.echo("citebot> ", nl=False)
+        _print_turn(record, False)
+        click.echo("")
+
+
+@cli.command(name="eval")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_mode_option
+@click.option("--split", type=click.Choice(["all", "dev", "heldout"]), default="all",
+              show_default=True, help="Which part of the labelled set.")
+@click.option("--json", "as_json", is_flag=True, help="Per-item JSON lines, then the summary.")
+@click.pass_obj
+def eval_cmd(obj: _Context, file: Path, mode: str, split: str, as_json: bool) -> None:
+    """Quality figures for a labelled set: Recall@1/5, MRR, refusal accuracy."""
+    from bot.evaluate import load_items, outcome_json, run_item, summarise
+    from bot.turn import Gate
+
+    items = load_items(file, split)
+    if not items:
+        raise click.UsageError(f"{file} has no items in split {split!r}")
+    retriever = obj.components.retriever(RetrievalConfig(mode=mode))
+    gate = Gate()
+    outcomes = [run_item(item, retriever, gate, mode) for item in items]
+    summary = summarise(outcomes)
+    if as_json:
+        for o in outcomes:
+            _emit(outcome_json(o))
+        _emit({"summary": summary, "mode": mode, "split": split})
+        return
+    click.echo(f"mode={mode} split={split} items={len(items)}")
+    header = f"{'':14}{'n':>4}{'R@1':>7}{'R@5':>7}{'MRR':>7}{'refusal':>9}"
+    click.echo(header)
+    rows = [("all", summary["all"])] + list(summary["by_split"].items()) + list(summary["by_kind"].items())
+    for name, f in rows:
+        click.echo(f"{name:14}{f['n']:>4}{f['recall@1']:>7.3f}{f['recall@5']:>7.3f}{f['mrr']:>7.3f}"
+                   f"{f['refusal_accuracy']:>9.3f}")
+
+
+@cli.group()
+def turns() -> None:
+    """The turn log."""
+
+
+@turns.command("show")
+@click.argument("turn_id")
+@click.pass_obj
+def turns_show(obj: _Context, turn_id: str) -> None:
+    """One logged turn, whole."""
+    record = obj.components.turnlog.get_turn(turn_id)
+    if record is None:
+        raise click.ClickException(f"no turn {turn_id} in the turn log")
+    _emit(record) if not sys.stdout.isatty() else click.echo(json.dumps(record, indent=2, ensure_ascii=False))
+
+
+@cli.command()
+@click.option("--port", type=int, default=3000, show_default=True)
+@click.option("--socket", is_flag=True, help="Socket Mode (needs SLACK_APP_TOKEN).")
+@click.pass_obj
+def serve(obj: _Context, port: int, socket: bool) -> None:
+    """The Slack bot: HTTP mode on --port, or Socket Mode with --socket."""
+    from bot.slack import serve as run_server
+
+    run_server(obj.components, port=port, socket=socket)
+
+
+def main() -> None:
+    try:
+        cli(standalone_mode=True)
+    except CitebotError as exc:
+        click.echo(f"citebot: {exc}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""Passages: the retrieved chunks handed to the composer, numbered, overlap stripped."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from search.types import Chunk, Hit
+
+
+@dataclass(frozen=True)
+class Passage:
+    """Passage N of a turn: a chunk and the text the composer is given for it."""
+
+    number: int
+    chunk: Chunk
+    text: str
+
+    @property
+    def heading(self) -> str:
+        return " > ".join(self.chunk.heading_path)
+
+
+def strip_overlap(chunk: Chunk, previous: Chunk | None) -> str:
+    """The chunk's text without the paragraphs it shares with a previous chunk also given.
+
+    The overlap is removed only when it is byte-identical to the previous chunk's tail,
+    so a stale overlap mark can never cut text that the reader has not seen.
+    """
+    n = chunk.overlap_prev
+    if (
+        previous is None or n <= 0 or previous.doc_id != chunk.doc_id
+        or previous.ordinal != chunk.ordinal - 1
+        or chunk.text[:n] != previous.text[len(previous.text) - n :]
+    ):
+        return chunk.text
+    return chunk.text[n:].lstrip("\n")
+
+
+def select_passages(hits: list[Hit], count: int) -> list[Passage]:
+    """The top hits as numbered passages, in rank order."""
+    chosen = [h.chunk for h in hits[:count]]
+    by_position = {(c.doc_id, c.ordinal): c for c in chosen}
+    return [
+        Passage(i + 1, c, strip_overlap(c, by_position.get((c.doc_id, c.ordinal - 1))))
+        for i, c in enumerate(chosen)
+    ]

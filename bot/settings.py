@@ -1,0 +1,89 @@
+"""The one settings object: environment variables (CITEBOT_ prefix) and .env, read once.
+
+Only the entry point (bot.cli) builds it; every component gets what it needs as plain
+arguments. Secrets are SecretStr, so they never print.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from search.errors import ConfigError
+
+
+def _default_store() -> Path:
+    return Path.home() / ".local" / "share" / "citebot" / "store"
+
+
+class Settings(BaseSettings):
+    """Everything configurable. Unset service URLs select the embedded defaults."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CITEBOT_", env_file=".env", env_file_encoding="utf-8",
+        extra="ignore", frozen=True, populate_by_name=True,
+    )
+
+    store: Path = Field(default_factory=_default_store, description="embedded store directory")
+    es_url: str | None = Field(None, description="Elasticsearch URL; unset = embedded store")
+    index: str = Field("citebot", description="Elasticsearch alias holding the collection")
+    es_api_key: SecretStr | None = None
+    es_username: str | None = None
+    es_password: SecretStr | None = None
+    es_ca_certs: Path | None = None
+    es_timeout_s: float = 30.0
+    redis_url: str | None = Field(
+        None, validation_alias=AliasChoices("REDIS_URL", "CITEBOT_REDIS_URL"))
+    anthropic_api_key: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "CITEBOT_ANTHROPIC_API_KEY"))
+    anthropic_base_url: str | None = Field(
+        None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "CITEBOT_ANTHROPIC_BASE_URL"))
+    anthropic_model: str = "claude-sonnet-4-5"
+    anthropic_max_tokens: int = Field(1024, gt=0)
+    anthropic_timeout_s: float = Field(30.0, gt=0)
+    anthropic_budget_s: float = Field(60.0, gt=0)
+    claim_judge: bool = False
+    glossary: Path | None = Field(None, description="CSV with term,alias[,definition]")
+    model_dir: Path | None = Field(None, description="embedding model folder; default: bundled")
+    top_k: int = Field(10, gt=0, le=100)
+    passages: int = Field(5, gt=0, le=20, description="passages given to the composer")
+    slack_bot_token: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("SLACK_BOT_TOKEN", "CITEBOT_SLACK_BOT_TOKEN"))
+    slack_signing_secret: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("SLACK_SIGNING_SECRET", "CITEBOT_SLACK_SIGNING_SECRET"))
+    slack_app_token: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("SLACK_APP_TOKEN", "CITEBOT_SLACK_APP_TOKEN"))
+    slack_api_url: str | None = Field(None, description="Slack Web API base URL (stand-ins)")
+    slash_command: str = "/ask"
+    rate_limit_per_minute: int = Field(6, gt=0)
+    log_format: str = Field("auto", pattern="^(auto|json|console)$")
+
+    @field_validator("es_url", "slack_api_url", "anthropic_base_url", "redis_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v in (None, ""):
+            return None
+        if "://" not in v:
+            raise ValueError(f"{v!r} is not a URL (expected e.g. http://localhost:9200)")
+        return v
+
+    @field_validator("slash_command")
+    @classmethod
+    def _slash(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError("a slash command starts with '/', e.g. /ask")
+        return v
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the settings once; a bad value fails here with its variable name and the fix."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            name = "CITEBOT_" + "_".join(str(p) for p in err["loc"]).upper()
+            problems.append(f"{name}: {err['msg']}")
+        raise ConfigError("bad setting: " + "; ".join(problems)) from exc

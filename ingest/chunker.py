@@ -1,0 +1,146 @@
+"""The chunker: whole paragraphs, never across a heading, overlapping by whole paragraphs.
+
+Chunks of a long section land in a 550–750 token band (tokens of the embedding model's
+tokenizer); consecutive chunks of one section share their boundary paragraphs byte for
+byte, and each chunk records how many characters it shares with its neighbours so that
+the overlap can be stripped later by equality.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ingest.document import LoadedDocument, Paragraph
+from search.types import Chunk
+
+PARAGRAPH_SEPARATOR = "\n\n"
+
+# The band most chunks of a long section land in. 750 tokens is about three embedding
+# windows of 256, and answers need several paragraphs of context; below ~550 a chunk of
+# this kind of prose rarely holds a whole procedure or account.
+BAND_MIN_TOKENS = 550
+BAND_MAX_TOKENS = 750
+# The trailing paragraphs carried into the next chunk, at most this many tokens (at
+# least one paragraph always, so no boundary sentence is seen only out of context).
+OVERLAP_MAX_TOKENS = 160
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    band_min: int = BAND_MIN_TOKENS
+    band_max: int = BAND_MAX_TOKENS
+    overlap_max: int = OVERLAP_MAX_TOKENS
+
+
+def doc_id_for(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def chunk_id_for(source: str, ordinal: int, text: str) -> str:
+    """Stable across re-ingests: the same file content gives the same ids."""
+    h = hashlib.sha256(f"{source}\x00{ordinal}\x00{text}".encode())
+    return h.hexdigest()[:20]
+
+
+def _page_label(paras: list[Paragraph]) -> str | None:
+    pages = [p.page for p in paras if p.page is not None]
+    if not pages:
+        return None
+    return pages[0] if pages[0] == pages[-1] else f"{pages[0]}–{pages[-1]}"
+
+
+def plan_section(tokens: list[int], cfg: ChunkingConfig) -> list[tuple[int, int]]:
+    """Paragraph index ranges [start, end) of a section's chunks, overlap included.
+
+    Chunks aim at an even size (total / count) so a long section does not end in a
+    stub; each adds at least one new paragraph, so the plan always ends.
+    """
+    n = len(tokens)
+    total = sum(tokens)
+    if total <= cfg.band_max or n == 1:
+        return [(0, n)]
+    # Expected chunks: each new chunk adds about (band_max - overlap) fresh tokens.
+    fresh = max(1, cfg.band_max - cfg.overlap_max // 2)
+    count = max(2, math.ceil((total - cfg.band_max) / fresh) + 1)
+    target = min(cfg.band_max, max(cfg.band_min, (total + (count - 1) * cfg.overlap_max // 2) / count))
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    first_new = 0
+    while True:
+        end = start
+        size = 0
+        while end < n:
+            grown = size + tokens[end]
+            if end > first_new and grown > cfg.band_max:
+                break
+            size = grown
+            end += 1
+            if end > first_new and size >= target:
+                # Take the rest when it would only make a stub chunk of its own.
+                rest = sum(tokens[end:])
+                if 0 < rest and size + rest <= cfg.band_max:
+                    continue
+                break
+        ranges.append((start, end))
+        if end >= n:
+            return ranges
+        # Overlap: whole trailing paragraphs, at least one, within the overlap budget.
+        back = end - 1
+        carried = tokens[back]
+        while back - 1 > start and carried + tokens[back - 1] <= cfg.overlap_max:
+            back -= 1
+            carried += tokens[back]
+        if back <= start:  # a chunk of one paragraph: carry nothing, or we never progress
+            back = end
+        start, first_new = back, end
+
+
+def chunk_document(
+    doc: LoadedDocument,
+    doc_id: str,
+    count_tokens: Callable[[str], int],
+    cfg: ChunkingConfig | None = None,
+) -> list[Chunk]:
+    """Split a loaded document into chunks in reading order."""
+    cfg = cfg or ChunkingConfig()
+    chunks: list[Chunk] = []
+    for section in doc.sections:
+        paras = section.paragraphs
+        tokens = [count_tokens(p.text) for p in paras]
+        plan = plan_section(tokens, cfg)
+        prev_end = 0
+        prev_start = 0
+        for i, (start, end) in enumerate(plan):
+            group = paras[start:end]
+            text = PARAGRAPH_SEPARATOR.join(p.text for p in group)
+            shared = prev_end - start if i > 0 else 0
+            overlap_prev = (
+                len(PARAGRAPH_SEPARATOR.join(p.text for p in paras[start:prev_end])) if shared > 0 else 0
+            )
+            if i + 1 < len(plan):
+                nstart = plan[i + 1][0]
+                overlap_next = (
+                    len(PARAGRAPH_SEPARATOR.join(p.text for p in paras[nstart:end])) if nstart < end else 0
+                )
+            else:
+                overlap_next = 0
+            ordinal = len(chunks)
+            chunks.append(
+                Chunk(
+                    chunk_id=chunk_id_for(doc.source, ordinal, text),
+                    doc_id=doc_id,
+                    source=doc.source,
+                    heading_path=section.heading_path,
+                    page=_page_label(group),
+                    ordinal=ordinal,
+                    text=text,
+                    tokens=count_tokens(text),
+                    overlap_prev=overlap_prev,
+                    overlap_next=overlap_next,
+                )
+            )
+            prev_start, prev_end = start, end
+    return chunks

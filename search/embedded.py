@@ -1,0 +1,399 @@
+"""The embedded store, citebot's default: one directory, SQLite + FTS5 + numpy.
+
+Documents, chunks, model stamp, window vectors and the turn log live in one SQLite
+file (WAL, so readers never wait for an ingest). FTS5 gives BM25 and exact phrases;
+vectors are searched exactly with numpy, a chunk scoring by its best window.
+Each document is replaced in one transaction, so an interrupted ingest leaves every
+document either as it was or as it is now, and the next run completes the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from search.errors import DimensionError, ModelMismatchError, StoreError
+from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window
+
+DB_NAME = "citebot.sqlite3"
+
+# How many FTS5 matches one lexical group may contribute before fusion. The arms hand
+# fusion at most a few dozen candidates; 500 leaves room for a common term on a 10k-chunk
+# corpus without sorting the whole index.
+LEXICAL_GROUP_LIMIT = 500
+
+# BM25 weight of the heading path against the passage text (1.0). Headings name what a
+# section is about ("Per diem", "Escalation"), but they repeat over every chunk of a
+# long section, so they count for half.
+HEADING_WEIGHT = 0.5
+
+_MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = []
+
+
+def migration(fn: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
+    """Register a schema step; steps run once each, in the order they are defined."""
+    _MIGRATIONS.append((fn.__name__, fn))
+    return fn
+
+
+def _run_script(db: sqlite3.Connection, sql: str) -> None:
+    """Statement by statement: executescript() would commit the migration's transaction."""
+    for statement in sql.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+@migration
+def m001_initial(db: sqlite3.Connection) -> None:
+    _run_script(db, 
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE documents (
+            doc_id TEXT PRIMARY KEY, source TEXT UNIQUE NOT NULL, content_hash TEXT NOT NULL,
+            title TEXT NOT NULL, format TEXT NOT NULL);
+        CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY, chunk_id TEXT UNIQUE NOT NULL,
+            doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+            source TEXT NOT NULL, ordinal INTEGER NOT NULL, heading_path TEXT NOT NULL,
+            page TEXT, text TEXT NOT NULL, tokens INTEGER NOT NULL,
+            overlap_prev INTEGER NOT NULL, overlap_next INTEGER NOT NULL);
+        CREATE INDEX chunks_by_doc ON chunks(doc_id, ordinal);
+        CREATE TABLE windows (
+            chunk_rowid INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL,
+            vector BLOB NOT NULL, PRIMARY KEY (chunk_rowid, idx));
+        CREATE VIRTUAL TABLE chunks_fts USING fts5(
+            text, heading, tokenize = 'unicode61 remove_diacritics 2');
+        CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
+        """
+    )
+
+
+@migration
+def m002_turns(db: sqlite3.Connection) -> None:
+    _run_script(db, 
+        """
+        CREATE TABLE turns (turn_id TEXT PRIMARY KEY, created_at TEXT NOT NULL,
+                            record TEXT NOT NULL);
+        CREATE TABLE feedback (turn_id TEXT NOT NULL, at TEXT NOT NULL, user TEXT,
+                               value TEXT NOT NULL);
+        CREATE INDEX feedback_by_turn ON feedback(turn_id);
+        """
+    )
+
+
+class EmbeddedStore:
+    """SQLite + FTS5 + numpy store in one directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                self.directory / DB_NAME, isolation_level=None, check_same_thread=False
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(
+                f"cannot open the embedded store at {self.directory}: {exc}; "
+                "set CITEBOT_STORE to a writable directory"
+            ) from exc
+        self._lock = threading.RLock()
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.execute("PRAGMA busy_timeout=10000")
+        self._migrate()
+        self._matrix: tuple[int, np.ndarray, np.ndarray, list[str]] | None = None
+
+    # -- schema ---------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        with self._lock:
+            self._db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY)")
+            done = {r[0] for r in self._db.execute("SELECT name FROM _migrations")}
+            for name, step in _MIGRATIONS:
+                if name in done:
+                    continue
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    step(self._db)
+                    self._db.execute("INSERT INTO _migrations VALUES (?)", (name,))
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+
+    def applied_migrations(self) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT name FROM _migrations ORDER BY rowid")]
+
+    # -- stamp ----------------------------------------------------------------------------
+    def stamp(self) -> ModelStamp | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'model_stamp'").fetchone()
+        if row is None:
+            return None
+        data = json.loads(row[0])
+        return ModelStamp(data["name"], int(data["dims"]), data["checksum"])
+
+    def open_for(self, stamp: ModelStamp) -> None:
+        with self._lock:
+            current = self.stamp()
+            if current is None:
+                value = json.dumps(
+                    {"name": stamp.name, "dims": stamp.dims, "checksum": stamp.checksum}
+                )
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('model_stamp', ?)", (value,))
+                return
+            if current != stamp:
+                raise ModelMismatchError(
+                    f"the store at {self.directory} was built with {current.describe()}, "
+                    f"but citebot is configured with {stamp.describe()}; re-ingest into a new "
+                    "CITEBOT_STORE or configure the model the store was built with"
+                )
+
+    # -- writes ---------------------------------------------------------------------------
+    def document_hashes(self) -> dict[str, str]:
+        return dict(self._db.execute("SELECT source, content_hash FROM documents"))
+
+    def replace_document(
+        self, doc: DocumentRecord, chunks: Sequence[Chunk], windows: Sequence[Window]
+    ) -> None:
+        stamp = self.stamp()
+        if stamp is None:
+            raise StoreError("the store has no model stamp; call open_for(stamp) before writing")
+        for w in windows:
+            if w.vector.shape != (stamp.dims,):
+                raise DimensionError(
+                    f"a vector of width {w.vector.shape} was offered to a store of "
+                    f"{stamp.dims}-dimensional vectors ({stamp.describe()}); refusing the batch"
+                )
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._delete_source(doc.source)
+                self._db.execute(
+                    "INSERT INTO documents VALUES (?, ?, ?, ?, ?)",
+                    (doc.doc_id, doc.source, doc.content_hash, doc.title, doc.format),
+                )
+                rowids: dict[str, int] = {}
+                for c in chunks:
+                    cur = self._db.execute(
+                        "INSERT INTO chunks (chunk_id, doc_id, source, ordinal, heading_path,"
+                        " page, text, tokens, overlap_prev, overlap_next)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            c.chunk_id, c.doc_id, c.source, c.ordinal,
+                            json.dumps(list(c.heading_path), ensure_ascii=False), c.page, c.text,
+                            c.tokens, c.overlap_prev, c.overlap_next,
+                        ),
+                    )
+                    rowid = int(cur.lastrowid or 0)
+                    rowids[c.chunk_id] = rowid
+                    self._db.execute(
+                        "INSERT INTO chunks_fts (rowid, text, heading) VALUES (?, ?, ?)",
+                        (rowid, c.text, " ".join(c.heading_path)),
+                    )
+                self._db.executemany(
+                    "INSERT INTO windows VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (rowids[w.chunk_id], w.index, w.start, w.end,
+                         np.asarray(w.vector, dtype=np.float32).tobytes())
+                        for w in windows
+                    ],
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._matrix = None
+
+    def _delete_source(self, source: str) -> None:
+        ids = [r[0] for r in self._db.execute(
+            "SELECT c.id FROM chunks c JOIN documents d ON c.doc_id = d.doc_id"
+            " WHERE d.source = ?", (source,))]
+        self._db.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(i,) for i in ids])
+        self._db.executemany("DELETE FROM windows WHERE chunk_rowid = ?", [(i,) for i in ids])
+        self._db.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in ids])
+        self._db.execute("DELETE FROM documents WHERE source = ?", (source,))
+
+    def delete_documents(self, sources: Iterable[str]) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for source in sources:
+                    self._delete_source(source)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._matrix = None
+
+    def commit_ingest(self) -> None:
+        """Each document is committed as it is written; nothing is pending here."""
+
+    # -- reads ----------------------------------------------------------------------------
+    _CHUNK_COLS = (
+        "chunk_id, doc_id, source, heading_path, page, ordinal, text, tokens,"
+        " overlap_prev, overlap_next"
+    )
+
+    @staticmethod
+    def _chunk(row: tuple) -> Chunk:
+        return Chunk(
+            chunk_id=row[0], doc_id=row[1], source=row[2],
+            heading_path=tuple(json.loads(row[3])), page=row[4], ordinal=row[5], text=row[6],
+            tokens=row[7], overlap_prev=row[8], overlap_next=row[9],
+        )
+
+    def iter_chunks(self) -> list[Chunk]:
+        rows = self._db.execute(
+            f"SELECT {self._CHUNK_COLS} FROM chunks ORDER BY source, ordinal"
+        ).fetchall()
+        return [self._chunk(r) for r in rows]
+
+    def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+        if not chunk_ids:
+            return []
+        marks = ",".join("?" * len(chunk_ids))
+        rows = self._db.execute(
+            f"SELECT {self._CHUNK_COLS} FROM chunks WHERE chunk_id IN ({marks})", list(chunk_ids)
+        ).fetchall()
+        by_id = {r[0]: self._chunk(r) for r in rows}
+        return [by_id[i] for i in chunk_ids if i in by_id]
+
+    def neighbours(self, chunk: Chunk) -> tuple[Chunk | None, Chunk | None]:
+        rows = self._db.execute(
+            f"SELECT {self._CHUNK_COLS} FROM chunks WHERE doc_id = ? AND ordinal IN (?, ?)",
+            (chunk.doc_id, chunk.ordinal - 1, chunk.ordinal + 1),
+        ).fetchall()
+        by_ord = {r[5]: self._chunk(r) for r in rows}
+        return by_ord.get(chunk.ordinal - 1), by_ord.get(chunk.ordinal + 1)
+
+    def chunk_count(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def _vectors(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        with self._lock:
+            # data_version moves when another process commits (an ingest beside a server).
+            version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+            if self._matrix is None or self._matrix[0] != version:
+                stamp = self.stamp()
+                dims = stamp.dims if stamp else 0
+                rows = self._db.execute(
+                    "SELECT w.chunk_rowid, w.vector, c.chunk_id FROM windows w"
+                    " JOIN chunks c ON c.id = w.chunk_rowid ORDER BY w.chunk_rowid, w.idx"
+                ).fetchall()
+                ids: list[str] = []
+                owner = np.empty(len(rows), dtype=np.int64)
+                last = None
+                for i, (rowid, _, chunk_id) in enumerate(rows):
+                    if rowid != last:
+                        ids.append(chunk_id)
+                        last = rowid
+                    owner[i] = len(ids) - 1
+                matrix = (
+                    np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, dims)
+                    if rows else np.zeros((0, dims), dtype=np.float32)
+                )
+                self._matrix = (version, matrix, owner, ids)
+            _, matrix, owner, ids = self._matrix
+            return matrix, owner, ids
+
+    def dense(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+        matrix, owner, ids = self._vectors()
+        if not ids:
+            return []
+        if vector.shape != (matrix.shape[1],):
+            raise DimensionError(
+                f"query vector has width {vector.shape}, the store holds {matrix.shape[1]}"
+            )
+        scores = matrix @ vector.astype(np.float32)
+        best = np.full(len(ids), -np.inf, dtype=np.float32)
+        np.maximum.at(best, owner, scores)
+        top = np.argsort(-best, kind="stable")[:k]
+        return [(ids[i], float(best[i])) for i in top]
+
+    def _match(self, expression: str, limit: int) -> list[tuple[int, float]]:
+        return [
+            (int(r[0]), -float(r[1]))
+            for r in self._db.execute(
+                "SELECT rowid, bm25(chunks_fts, 1.0, ?) FROM chunks_fts WHERE chunks_fts MATCH ?"
+                " ORDER BY bm25(chunks_fts, 1.0, ?) LIMIT ?",
+                (HEADING_WEIGHT, expression, HEADING_WEIGHT, limit),
+            )
+        ]
+
+    def lexical(self, query: LexicalQuery, k: int) -> list[tuple[str, float]]:
+        scores: dict[int, float] = {}
+        for group in query.groups:
+            if not group.terms:
+                continue
+            expression = " OR ".join(f'"{t}"' for t in group.terms)
+            for rowid, score in self._match(expression, LEXICAL_GROUP_LIMIT):
+                scores[rowid] = scores.get(rowid, 0.0) + group.weight * score
+        for phrase, weight in query.phrases:
+            for rowid, score in self._match(f'text : "{phrase}"', LEXICAL_GROUP_LIMIT):
+                scores[rowid] = scores.get(rowid, 0.0) + weight * score
+        top = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+        return self._ids_for(top)
+
+    def _ids_for(self, ranked: list[tuple[int, float]]) -> list[tuple[str, float]]:
+        if not ranked:
+            return []
+        marks = ",".join("?" * len(ranked))
+        ids = dict(self._db.execute(
+            f"SELECT id, chunk_id FROM chunks WHERE id IN ({marks})", [r for r, _ in ranked]))
+        return [(ids[r], s) for r, s in ranked if r in ids]
+
+    def phrase_matches(self, phrase: Sequence[str], limit: int) -> list[str]:
+        rows = self._match('text : "' + " ".join(phrase) + '"', limit + 1)
+        return [cid for cid, _ in self._ids_for(rows)]
+
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        if not terms:
+            return {}
+        marks = ",".join("?" * len(terms))
+        found = dict(self._db.execute(
+            f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", list(terms)))
+        return {t: int(found.get(t, 0)) for t in terms}
+
+    def sources_matching(self, terms: Sequence[str]) -> list[str]:
+        if not terms:
+            return []
+        expression = " OR ".join(f'"{t}"' for t in terms)
+        return [r[0] for r in self._db.execute(
+            "SELECT c.source FROM chunks_fts f JOIN chunks c ON c.id = f.rowid"
+            " WHERE chunks_fts MATCH ?", ("text : (" + expression + ")",))]
+
+    def vocabulary(self) -> set[str]:
+        """Every indexed term (for typo correction)."""
+        return {r[0] for r in self._db.execute("SELECT term FROM chunks_vocab")}
+
+    # -- turn log -------------------------------------------------------------------------
+    def put_turn(self, turn_id: str, created_at: str, record: dict) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO turns VALUES (?, ?, ?)",
+                (turn_id, created_at, json.dumps(record, ensure_ascii=False)),
+            )
+
+    def get_turn(self, turn_id: str) -> dict | None:
+        row = self._db.execute("SELECT record FROM turns WHERE turn_id = ?", (turn_id,)).fetchone()
+        if row is None:
+            return None
+        record = json.loads(row[0])
+        record["feedback"] = [
+            {"at": at, "user": user, "value": value}
+            for at, user, value in self._db.execute(
+                "SELECT at, user, value FROM feedback WHERE turn_id = ? ORDER BY rowid", (turn_id,))
+        ]
+        return record
+
+    def add_feedback(self, turn_id: str, at: str, user: str | None, value: str) -> None:
+        with self._lock:
+            self._db.execute("INSERT INTO feedback VALUES (?, ?, ?, ?)", (turn_id, at, user, value))
+
+    def close(self) -> None:
+        self._db.close()

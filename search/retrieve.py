@@ -1,0 +1,295 @@
+"""Hybrid retrieval: a dense arm and a lexical arm fused in application code.
+
+    question ─┬─ dense arm: kNN over window vectors (a chunk scores by its best window)
+              └─ lexical arm: BM25 over the words, phrases found in the collection,
+                 glossary aliases at reduced weight, typo fixes for absent words
+    ─▶ reciprocal rank fusion with k sized to the candidate pool
+    ─▶ addresses first: a decisively rare term or a rare exact phrase names a passage,
+       it does not cast one vote among many
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from search.glossary import Expansion, Glossary
+from search.store import Store
+from search.text import STOPWORDS, content_words, words
+from search.types import Hit, LexicalQuery, WeightedTerms
+
+MODES = ("dense", "lexical", "hybrid")
+
+# Candidates each arm hands to fusion.
+POOL_SIZE = 30
+# RRF's customary k=60 is sized for pools of hundreds: with 30 candidates it makes
+# rank 1 worth 1/61 and rank 30 worth 1/90, so the arms' orders barely count. k=10
+# keeps rank 1 worth three times rank 20. Set on the dev questions (see README table).
+RRF_K = 10.0
+# Aliases are our claims, not the source's words: they search at half weight.
+ALIAS_WEIGHT = 0.5
+# A typo fix is a guess: it searches at reduced weight.
+TYPO_WEIGHT = 0.7
+# A term in at most this many chunks is an address. 3 = one paragraph that sits in the
+# overlap of two chunks (so counts twice) plus one other mention: "Oskar Brandvold"
+# (named twice in the sample collection) has df 2-3 and must put his passages first.
+RARE_MAX_DF = 3
+# Words this short are too often codes or fragments to be addresses ("ic", "v2").
+RARE_MIN_LETTERS = 4
+# An exact phrase from the question found in at most this many chunks is an address.
+PHRASE_MAX_CHUNKS = 3
+PHRASE_MIN_TOKENS = 3
+PHRASE_MAX_TOKENS = 8
+# A phrase of stopwords only must be at least this long to count ("what is the" is in
+# too many questions; "as and when it is" is a motto).
+STOPWORD_PHRASE_MIN_TOKENS = 4
+# An alias expansion that finds chunks mostly in one document floods it: the "robot"
+# -> "Quill" claim matches dozens of chunks of the fleet architecture page and would
+# drown every other robot passage. Left out when one document holds more than this
+# share of the expansion's matching chunks (and at least FLOOD_MIN_CHUNKS of them).
+FLOOD_SHARE = 0.5
+FLOOD_MIN_CHUNKS = 4
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    mode: str = "hybrid"
+    pool: int = POOL_SIZE
+    rrf_k: float = RRF_K
+    top_k: int = 10
+    aliases: bool = True
+    alias_weight: float = ALIAS_WEIGHT
+    typo_fix: bool = True
+    rare_rule: bool = True
+    phrase_rule: bool = True
+
+
+@dataclass
+class Support:
+    """How well the retrieved passages cover the question (for the refusal gate)."""
+
+    dense_top: float  # best cosine similarity among the candidates
+    coverage: float  # share of the question's content words found in the top passages
+    addressed: bool  # a rare term or phrase named a passage
+    missing: list[str] = field(default_factory=list)  # content words absent from the corpus
+
+
+@dataclass
+class Retrieval:
+    question: str
+    hits: list[Hit]
+    support: Support
+    expansions: list[Expansion] = field(default_factory=list)
+    flooded: list[str] = field(default_factory=list)
+    corrections: dict[str, str] = field(default_factory=dict)
+    addresses: list[str] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def _edit_distance_at_most(a: str, b: str, limit: int) -> int | None:
+    if abs(len(a) - len(b)) > limit:
+        return None
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+        if min(cur) > limit:
+            return None
+        prev = cur
+    return prev[-1] if prev[-1] <= limit else None
+
+
+class Retriever:
+    """Runs both arms against a store and fuses them."""
+
+    def __init__(
+        self,
+        store: Store,
+        encode_query: Callable[[str], np.ndarray],
+        glossary: Glossary | None = None,
+        config: RetrievalConfig | None = None,
+    ) -> None:
+        self.store = store
+        self.encode_query = encode_query
+        self.glossary = glossary or Glossary.empty()
+        self.config = config or RetrievalConfig()
+        self._vocab: set[str] | None = None
+        self._flood_cache: dict[str, bool] = {}
+
+    # -- query analysis -------------------------------------------------------------------
+    def _vocabulary(self) -> set[str]:
+        if self._vocab is None:
+            self._vocab = set(self.store.vocabulary())
+        return self._vocab
+
+    def correct_typos(self, terms: Sequence[str], dfs: dict[str, int]) -> dict[str, str]:
+        """Fix only words absent from the collection, to the closest frequent word."""
+        fixes: dict[str, str] = {}
+        absent = [t for t in terms if dfs.get(t, 0) == 0 and len(t) >= 4 and t.isalpha()]
+        if not absent:
+            return fixes
+        vocab = self._vocabulary()
+        for term in absent:
+            limit = 1 if len(term) <= 5 else 2
+            best: tuple[int, str] | None = None
+            for cand in vocab:
+                if cand[0] != term[0] and (len(cand) < 2 or cand[1] != term[1]):
+                    continue
+                d = _edit_distance_at_most(term, cand, limit)
+                if d is not None and (best is None or d < best[0]):
+                    best = (d, cand)
+            if best:
+                fixes[term] = best[1]
+        if fixes:
+            fdfs = self.store.doc_freqs(list(fixes.values()))
+            fixes = {t: c for t, c in fixes.items() if fdfs.get(c, 0) > 0}
+        return fixes
+
+    def _floods(self, expansion: Expansion) -> bool:
+        key = expansion.expands_to
+        if key not in self._flood_cache:
+            spread = Counter(self.store.sources_matching(content_words(key) or words(key)))
+            total = sum(spread.values())
+            top = max(spread.values(), default=0)
+            self._flood_cache[key] = total >= FLOOD_MIN_CHUNKS and top / total > FLOOD_SHARE
+        return self._flood_cache[key]
+
+    def _phrases(self, question: str) -> list[tuple[tuple[str, ...], list[str]]]:
+        """Longest-first exact phrases of the question that the collection holds rarely."""
+        tokens = words(question)
+        found: list[tuple[tuple[str, ...], list[str]]] = []
+        covered: set[int] = set()
+        for n in range(min(PHRASE_MAX_TOKENS, len(tokens)), PHRASE_MIN_TOKENS - 1, -1):
+            for i in range(len(tokens) - n + 1):
+                span = set(range(i, i + n))
+                if span <= covered:
+                    continue
+                gram = tuple(tokens[i : i + n])
+                if all(t in STOPWORDS for t in gram) and n < STOPWORD_PHRASE_MIN_TOKENS:
+                    continue
+                if gram[0] in STOPWORDS and gram[-1] in STOPWORDS and n < STOPWORD_PHRASE_MIN_TOKENS:
+                    continue
+                ids = self.store.phrase_matches(gram, PHRASE_MAX_CHUNKS)
+                if 1 <= len(ids) <= PHRASE_MAX_CHUNKS:
+                    found.append((gram, ids))
+                    covered |= span
+        return found
+
+    # -- retrieval ------------------------------------------------------------------------
+    def retrieve(self, question: str, *, mode: str | None = None, top_k: int | None = None) -> Retrieval:
+        cfg = self.config
+        mode = mode or cfg.mode
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+        top_k = top_k or cfg.top_k
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+
+        terms = content_words(question)
+        dfs = self.store.doc_freqs(terms) if terms else {}
+        corrections = self.correct_typos(terms, dfs) if cfg.typo_fix else {}
+        expansions = self.glossary.expansions(question) if cfg.aliases else []
+        flooded = [e.expands_to for e in expansions if self._floods(e)]
+        expansions = [e for e in expansions if e.expands_to not in flooded]
+        timings["analyse"] = (time.perf_counter() - t0) * 1000
+
+        dense: list[tuple[str, float]] = []
+        if mode in ("dense", "hybrid"):
+            t = time.perf_counter()
+            vector = self.encode_query(question)
+            timings["embed"] = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
+            dense = self.store.dense(vector, cfg.pool)
+            timings["dense"] = (time.perf_counter() - t) * 1000
+
+        lexical: list[tuple[str, float]] = []
+        phrases: list[tuple[tuple[str, ...], list[str]]] = []
+        addressed: dict[str, float] = {}
+        addresses: list[str] = []
+        if mode in ("lexical", "hybrid"):
+            t = time.perf_counter()
+            groups = [WeightedTerms(tuple(terms), 1.0)] if terms else []
+            if corrections:
+                groups.append(WeightedTerms(tuple(corrections.values()), TYPO_WEIGHT))
+            for e in expansions:
+                alias_terms = tuple(content_words(e.expands_to) or words(e.expands_to))
+                if alias_terms:
+                    groups.append(WeightedTerms(alias_terms, cfg.alias_weight))
+            if cfg.phrase_rule:
+                phrases = self._phrases(question)
+            query = LexicalQuery(
+                tuple(groups), tuple((" ".join(g), 1.0) for g, _ in phrases)
+            )
+            lexical = self.store.lexical(query, cfg.pool) if (groups or phrases) else []
+            timings["lexical"] = (time.perf_counter() - t) * 1000
+            # Addresses: rare exact phrases, then decisively rare terms.
+            for gram, ids in phrases:
+                addresses.append("phrase:" + " ".join(gram))
+                for cid in ids:
+                    addressed[cid] = addressed.get(cid, 0.0) + 100.0 + len(gram)
+            if cfg.rare_rule:
+                all_dfs = dict(dfs)
+                for t_ in (corrections.values() if corrections else ()):
+                    all_dfs.setdefault(t_, self.store.doc_freqs([t_]).get(t_, 0))
+                for term, df in all_dfs.items():
+                    if 1 <= df <= RARE_MAX_DF and len(term) >= RARE_MIN_LETTERS and not term.isdigit():
+                        ids = self.store.phrase_matches((term,), RARE_MAX_DF)
+                        addresses.append(f"rare:{term}")
+                        n = max(1, self.store.chunk_count())
+                        for cid in ids:
+                            addressed[cid] = addressed.get(cid, 0.0) + math.log(n / df)
+
+        t = time.perf_counter()
+        fused: dict[str, float] = {}
+        dense_rank = {cid: i + 1 for i, (cid, _) in enumerate(dense)}
+        lexical_rank = {cid: i + 1 for i, (cid, _) in enumerate(lexical)}
+        dense_score = dict(dense)
+        lexical_score = dict(lexical)
+        for ranking in (dense, lexical):
+            for i, (cid, _) in enumerate(ranking):
+                fused[cid] = fused.get(cid, 0.0) + 1.0 / (cfg.rrf_k + i + 1)
+        for cid in addressed:
+            fused.setdefault(cid, 0.0)
+        order = sorted(fused, key=lambda c: (-addressed.get(c, 0.0), -fused[c], c))[:top_k]
+        timings["fuse"] = (time.perf_counter() - t) * 1000
+
+        chunks = {c.chunk_id: c for c in self.store.get_chunks(order)}
+        hits = []
+        for cid in order:
+            if cid not in chunks:
+                continue
+            reasons = []
+            if cid in addressed:
+                reasons.append("address")
+            hits.append(Hit(
+                chunk=chunks[cid], score=round(fused[cid] + addressed.get(cid, 0.0), 6),
+                dense_rank=dense_rank.get(cid), lexical_rank=lexical_rank.get(cid),
+                dense_score=dense_score.get(cid), lexical_score=lexical_score.get(cid),
+                reasons=reasons,
+            ))
+        support = self._support(question, terms, dfs, corrections, expansions, hits, dense, addressed)
+        timings["total"] = (time.perf_counter() - t0) * 1000
+        return Retrieval(
+            question=question, hits=hits, support=support, expansions=expansions,
+            flooded=flooded, corrections=corrections, addresses=addresses,
+            timings_ms={k: round(v, 2) for k, v in timings.items()},
+        )
+
+    def _support(self, question, terms, dfs, corrections, expansions, hits, dense, addressed) -> Support:
+        dense_top = max((s for _, s in dense), default=0.0)
+        top_text = " ".join(h.chunk.text for h in hits[:3])
+        present = set(words(top_text))
+        alias_words = {w for e in expansions for w in words(e.expands_to)}
+        covered = 0
+        for t in terms:
+            if t in present or corrections.get(t) in present or (alias_words & present and t in alias_words):
+                covered += 1
+        coverage = covered / len(terms) if terms else 0.0
+        missing = [t for t in terms if dfs.get(t, 0) == 0 and t not in corrections]
+        return Support(round(dense_top, 4), round(coverage, 4), bool(addressed), missing)

@@ -1,0 +1,70 @@
+"""The store protocol: what both backends (embedded SQLite, Elasticsearch) provide.
+
+One contract test suite (tests/test_store_contract.py) runs against every implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window
+
+
+class Store(Protocol):
+    """A chunk store with a dense and a lexical arm."""
+
+    def open_for(self, stamp: ModelStamp) -> None:
+        """Bind the store to an embedding model: stamp an empty store, refuse another model's."""
+
+    def stamp(self) -> ModelStamp | None:
+        """The model stamp the store was built with, or None when it is empty."""
+
+    def document_hashes(self) -> dict[str, str]:
+        """Content hash of every stored document, by source."""
+
+    def replace_document(
+        self, doc: DocumentRecord, chunks: Sequence[Chunk], windows: Sequence[Window]
+    ) -> None:
+        """Atomically replace one document's chunks and vectors."""
+
+    def delete_documents(self, sources: Iterable[str]) -> None:
+        """Remove documents (and their chunks and vectors) by source."""
+
+    def commit_ingest(self) -> None:
+        """Make an ingest run visible to readers (a no-op where each write is already visible)."""
+
+    def iter_chunks(self) -> list[Chunk]:
+        """Every chunk, in reading order (source, then ordinal)."""
+
+    def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+        """The chunks with these ids, in the order asked; unknown ids are left out."""
+
+    def neighbours(self, chunk: Chunk) -> tuple[Chunk | None, Chunk | None]:
+        """The previous and next chunk of the same document."""
+
+    def dense(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """Top-k chunk ids by cosine similarity; a chunk scores by its best window."""
+
+    def lexical(self, query: LexicalQuery, k: int) -> list[tuple[str, float]]:
+        """Top-k chunk ids by BM25 over weighted term groups and phrases."""
+
+    def phrase_matches(self, phrase: Sequence[str], limit: int) -> list[str]:
+        """Ids of chunks containing the tokens as an exact phrase (at most limit+1 returned)."""
+
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        """Number of chunks containing each (lower-cased) term."""
+
+    def sources_matching(self, terms: Sequence[str]) -> list[str]:
+        """The source of every chunk whose text holds any of the terms (one entry per chunk)."""
+
+    def vocabulary(self) -> set[str]:
+        """Every indexed term of the passage text (for typo correction)."""
+
+    def chunk_count(self) -> int:
+        """How many chunks the store holds."""
+
+    def close(self) -> None:
+        """Release connections."""

@@ -1,0 +1,95 @@
+"""Values that cross module boundaries: chunks, stamps, hits, queries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ModelStamp:
+    """Which embedding model made a vector: a store refuses vectors of any other."""
+
+    name: str
+    dims: int
+    checksum: str
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.dims} dims, checksum {self.checksum[:12]})"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A stored passage. `text` is verbatim source text and is never rebuilt.
+
+    `overlap_prev` is the length in characters of the leading paragraphs this chunk
+    shares byte for byte with the previous chunk of the same section; `overlap_next`
+    the length of the trailing paragraphs it shares with the next one.
+    """
+
+    chunk_id: str
+    doc_id: str
+    source: str
+    heading_path: tuple[str, ...]
+    page: str | None
+    ordinal: int
+    text: str
+    tokens: int
+    overlap_prev: int = 0
+    overlap_next: int = 0
+
+    def without_overlap_prev(self) -> str:
+        """The text with the leading overlap removed (it is already in the previous chunk)."""
+        return self.text[self.overlap_prev :].lstrip("\n")
+
+
+@dataclass(frozen=True)
+class Window:
+    """One embedding window of a chunk: a character span and its unit vector."""
+
+    chunk_id: str
+    index: int
+    start: int
+    end: int
+    vector: np.ndarray
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    """One ingested file."""
+
+    doc_id: str
+    source: str
+    content_hash: str
+    title: str
+    format: str
+
+
+@dataclass(frozen=True)
+class WeightedTerms:
+    """A group of lexical terms searched together with one weight (aliases get less)."""
+
+    terms: tuple[str, ...]
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class LexicalQuery:
+    """What the lexical arm searches: weighted term groups and weighted phrases."""
+
+    groups: tuple[WeightedTerms, ...]
+    phrases: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass
+class Hit:
+    """A retrieved chunk with both arm ranks and the fused score."""
+
+    chunk: Chunk
+    score: float
+    dense_rank: int | None = None
+    lexical_rank: int | None = None
+    dense_score: float | None = None
+    lexical_score: float | None = None
+    reasons: list[str] = field(default_factory=list)

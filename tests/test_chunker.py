@@ -1,0 +1,118 @@
+"""Chunker properties: no heading crossed, overlap byte-identical, most chunks in band."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ingest.chunker import (
+    BAND_MAX_TOKENS,
+    BAND_MIN_TOKENS,
+    PARAGRAPH_SEPARATOR,
+    ChunkingConfig,
+    chunk_document,
+    plan_section,
+)
+from ingest.document import LoadedDocument, Paragraph, Section
+
+
+def count_words(text: str) -> int:
+    """A stand-in tokenizer for properties: one token per whitespace word."""
+    return len(text.split())
+
+
+_word = st.text(alphabet="abcdefghijklmnopqrstuvwxyz’–", min_size=1, max_size=9)
+
+
+@st.composite
+def paragraphs(draw, min_words=20, max_words=180):
+    n = draw(st.integers(min_words, max_words))
+    seed = draw(st.integers(0, 10_000))
+    words = [f"w{seed}x{i}" for i in range(n)]
+    words[0] = draw(_word)
+    return " ".join(words) + "."
+
+
+@st.composite
+def documents(draw):
+    sections = []
+    for s in range(draw(st.integers(1, 5))):
+        paras = draw(st.lists(paragraphs(), min_size=1, max_size=25))
+        sections.append(Section((f"Heading {s}",), [Paragraph(p) for p in paras]))
+    return LoadedDocument("doc.md", "Doc", "markdown", sections)
+
+
+@settings(max_examples=150, deadline=None)
+@given(documents())
+def test_no_heading_crossed_and_every_paragraph_kept(doc):
+    chunks = chunk_document(doc, "d", count_words)
+    for section in doc.sections:
+        mine = [c for c in chunks if c.heading_path == section.heading_path]
+        texts = {p.text for p in section.paragraphs}
+        # Every chunk's paragraphs come from its own section only.
+        for c in mine:
+            assert set(c.text.split(PARAGRAPH_SEPARATOR)) <= texts
+        # Every paragraph of the section is in some chunk.
+        kept = {p for c in mine for p in c.text.split(PARAGRAPH_SEPARATOR)}
+        assert kept == texts
+
+
+@settings(max_examples=150, deadline=None)
+@given(documents())
+def test_overlap_is_byte_identical_and_recorded(doc):
+    chunks = chunk_document(doc, "d", count_words)
+    for prev, cur in zip(chunks, chunks[1:]):
+        if prev.heading_path != cur.heading_path:
+            assert cur.overlap_prev == 0 and prev.overlap_next == 0
+            continue
+        assert cur.overlap_prev > 0, "consecutive chunks of one section overlap"
+        assert cur.overlap_prev == prev.overlap_next
+        assert cur.text[: cur.overlap_prev] == prev.text[-prev.overlap_next :]
+        # The overlap is whole paragraphs: it ends at a paragraph boundary.
+        rest = cur.text[cur.overlap_prev :]
+        assert rest.startswith(PARAGRAPH_SEPARATOR)
+        assert cur.without_overlap_prev() == rest[len(PARAGRAPH_SEPARATOR) :]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 400), min_size=1, max_size=60))
+def test_plan_always_ends_and_adds_a_new_paragraph_each_step(tokens):
+    plan = plan_section(tokens, ChunkingConfig())
+    assert plan[0][0] == 0 and plan[-1][1] == len(tokens)
+    for (s0, e0), (s1, e1) in zip(plan, plan[1:]):
+        assert s1 <= e0 < e1  # overlaps (or abuts) and always makes progress
+        assert s1 > s0
+
+
+def test_long_sections_land_mostly_in_band():
+    # Prose of 40–160 token paragraphs, as in a handbook: sections of 1,500–3,000 tokens.
+    import random
+
+    rng = random.Random(7)
+    sizes = []
+    for _ in range(200):
+        tokens = []
+        while sum(tokens) < rng.randint(1500, 3000):
+            tokens.append(rng.randint(40, 160))
+        for s, e in plan_section(tokens, ChunkingConfig()):
+            sizes.append(sum(tokens[s:e]))
+    in_band = sum(BAND_MIN_TOKENS <= n <= BAND_MAX_TOKENS for n in sizes) / len(sizes)
+    assert in_band >= 0.75, in_band
+
+
+def test_single_oversized_paragraph_is_its_own_chunk():
+    doc = LoadedDocument("x.md", "X", "markdown", [Section(("H",), [
+        Paragraph("a " * 900), Paragraph("b " * 100)])])
+    chunks = chunk_document(doc, "d", count_words)
+    assert chunks[0].text.startswith("a a")
+    assert all(c.heading_path == ("H",) for c in chunks)
+    assert "b b" in chunks[-1].text
+
+
+def test_chunk_ids_are_stable_and_distinct():
+    doc = LoadedDocument("x.md", "X", "markdown", [Section(("H",), [Paragraph("one two three")]),
+                                                   Section(("I",), [Paragraph("one two three")])])
+    a = chunk_document(doc, "d", count_words)
+    b = chunk_document(doc, "d", count_words)
+    assert [c.chunk_id for c in a] == [c.chunk_id for c in b]
+    assert len({c.chunk_id for c in a}) == 2

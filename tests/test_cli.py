@@ -1,0 +1,91 @@
+"""The command line keeps the JSON contracts of shared/DESIGN.md."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from bot.cli import cli
+from tests.conftest import EXAMPLES
+
+
+@pytest.fixture()
+def runner(examples_store, monkeypatch):
+    monkeypatch.setenv("CITEBOT_STORE", str(examples_store.directory))
+    monkeypatch.setenv("CITEBOT_GLOSSARY", str(EXAMPLES / "glossary.csv"))
+    return CliRunner()
+
+
+def _json_lines(output: str) -> list[dict]:
+    return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+
+
+def test_search_json_contract(runner):
+    result = runner.invoke(cli, ["search", "who picks the tasks for each robot", "--json"])
+    assert result.exit_code == 0, result.output
+    (out,) = _json_lines(result.stdout)
+    hit = out["hits"][0]
+    assert set(hit) >= {"chunk_id", "source", "heading_path", "page", "text", "score", "ranks"}
+    assert set(hit["ranks"]) == {"dense", "lexical"}
+    assert "total" in out["timings_ms"]
+
+
+@pytest.mark.parametrize("mode", ["dense", "lexical"])
+def test_search_modes_use_one_arm(runner, mode):
+    result = runner.invoke(cli, ["search", "battery swap station temperature", "--json", "--mode", mode])
+    (out,) = _json_lines(result.stdout)
+    other = "lexical" if mode == "dense" else "dense"
+    assert out["hits"] and all(h["ranks"][other] is None for h in out["hits"])
+
+
+def test_ask_json_contract(runner):
+    result = runner.invoke(cli, ["ask", "How often does the Release Train leave?", "--json"])
+    assert result.exit_code == 0, result.output
+    (out,) = _json_lines(result.stdout)
+    assert set(out) >= {"turn_id", "answer", "refused", "citations", "quotes", "timings_ms"}
+    c = out["citations"][0]
+    assert set(c) >= {"marker", "chunk_id", "source", "heading_path", "page", "resolved", "retrieved"}
+    assert set(out["quotes"][0]) >= {"text", "chunk_id", "verified"}
+    shown = runner.invoke(cli, ["turns", "show", out["turn_id"]])
+    assert json.loads(shown.stdout)["turn_id"] == out["turn_id"]
+
+
+def test_chunks_json_contract(runner):
+    result = runner.invoke(cli, ["chunks", "--json"])
+    rows = _json_lines(result.stdout)
+    assert len(rows) > 30
+    assert set(rows[0]) == {"chunk_id", "source", "heading_path", "page", "ordinal", "tokens", "text"}
+    assert any(r["page"] for r in rows if r["source"].endswith(".pdf"))
+
+
+def test_eval_json_per_item_and_summary(runner, tmp_path):
+    items = tmp_path / "q.jsonl"
+    items.write_text(
+        json.dumps({"id": "x1", "kind": "rare", "question": "Who wrote the original bootloader?",
+                    "must_contain": ["Oskar Brandvold"]}) + "\n"
+        + json.dumps({"id": "x2", "kind": "unanswerable", "question": "How do I claim gym membership?",
+                      "must_contain": []}) + "\n")
+    result = runner.invoke(cli, ["eval", str(items), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = _json_lines(result.stdout)
+    assert [r["id"] for r in rows[:2]] == ["x1", "x2"]
+    assert set(rows[0]) >= {"id", "kind", "hits", "refused"}
+    assert len(rows[0]["hits"]) <= 10
+    summary = rows[2]["summary"]["all"]
+    assert summary["recall@5"] == 1.0 and summary["refusal_accuracy"] == 1.0
+
+
+def test_bad_setting_fails_with_its_name(runner, monkeypatch):
+    monkeypatch.setenv("CITEBOT_ES_URL", "localhost:9200")
+    result = CliRunner().invoke(cli, ["chunks"])
+    assert result.exit_code != 0
+    assert "CITEBOT_ES_URL" in str(result.exception) and "not a URL" in str(result.exception)
+
+
+def test_empty_store_says_what_to_do(monkeypatch, tmp_path):
+    monkeypatch.setenv("CITEBOT_STORE", str(tmp_path / "empty"))
+    result = CliRunner().invoke(cli, ["search", "anything"])
+    assert result.exit_code != 0
+    assert "citebot ingest" in str(result.exception)

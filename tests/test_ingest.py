@@ -1,0 +1,156 @@
+"""Ingest: verbatim text, idempotence, interruption, bad files, stamps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ingest.loaders import load
+from ingest.pipeline import ingest
+from search.embedded import EmbeddedStore
+from search.errors import DimensionError, ModelMismatchError
+from search.types import DocumentRecord, ModelStamp, Window
+
+LONG_PARA = (
+    "The night shift checks every Battery Swap Station before the first wave of orders. "
+    "A station that reports a cell above forty-five degrees is taken out of rotation. "
+)
+
+
+def write_docs(root: Path, n: int = 4) -> list[Path]:
+    root.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        p = root / f"doc{i}.md"
+        body = "\n\n".join(f"Paragraph {j} of document {i}. " + LONG_PARA * 3 for j in range(12))
+        p.write_text(f"# Document {i}\n\n## Section A\n\n{body}\n\n## Section B\n\nShort tail {i}.\n")
+        paths.append(p)
+    return paths
+
+
+def test_stored_text_is_verbatim_source_text(tmp_path, embedder):
+    docs = tmp_path / "docs"
+    write_docs(docs, 2)
+    store = EmbeddedStore(tmp_path / "s")
+    ingest([docs], store, embedder, progress=False)
+    for c in store.iter_chunks():
+        source = (tmp_path / c.source).read_text() if (tmp_path / c.source).exists() else Path(c.source).read_text()
+        for para in c.text.split("\n\n"):
+            assert para in source
+
+
+def test_reingest_is_idempotent_and_tracks_changes(tmp_path, embedder):
+    docs = tmp_path / "docs"
+    paths = write_docs(docs, 3)
+    store = EmbeddedStore(tmp_path / "s")
+    first = ingest([docs], store, embedder, progress=False)
+    assert (first.documents, first.unchanged) == (3, 0)
+    ids = [c.chunk_id for c in store.iter_chunks()]
+
+    again = ingest([docs], store, embedder, progress=False)
+    assert (again.documents, again.unchanged, again.chunks) == (0, 3, 0)
+    assert [c.chunk_id for c in store.iter_chunks()] == ids  # stable ids
+
+    paths[0].write_text("# Changed\n\nOnly one paragraph now.\n")
+    paths[1].unlink()
+    third = ingest([docs], store, embedder, progress=False)
+    assert (third.documents, third.unchanged, third.deleted) == (1, 1, 1)
+    sources = {c.source for c in store.iter_chunks()}
+    assert sources == {"docs/doc0.md", "docs/doc2.md"}
+    assert [c.text for c in store.iter_chunks() if c.source == "docs/doc0.md"] == ["Only one paragraph now."]
+
+
+class _Interrupting:
+    """Wraps the real embedder and raises Ctrl-C while embedding the n-th document."""
+
+    def __init__(self, inner, at: int) -> None:
+        self.inner, self.at, self.calls = inner, at, 0
+        self.stamp, self.count_tokens = inner.stamp, inner.count_tokens
+
+    def embed_chunks(self, chunks):
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        return self.inner.embed_chunks(chunks)
+
+
+def test_interrupted_ingest_keeps_previous_state_and_next_run_completes(tmp_path, embedder):
+    docs = tmp_path / "docs"
+    write_docs(docs, 4)
+    store = EmbeddedStore(tmp_path / "s")
+    with pytest.raises(KeyboardInterrupt):
+        ingest([docs], store, _Interrupting(embedder, at=3), progress=False)
+    # Two whole documents, nothing of the third: each document is one transaction.
+    by_source = {}
+    for c in store.iter_chunks():
+        by_source.setdefault(c.source, []).append(c)
+    assert sorted(by_source) == ["docs/doc0.md", "docs/doc1.md"]
+    assert len(store.document_hashes()) == 2
+
+    summary = ingest([docs], store, embedder, progress=False)
+    assert (summary.documents, summary.unchanged) == (2, 2)
+    assert len(store.document_hashes()) == 4
+
+
+def test_bad_files_are_skipped_with_reasons_and_never_abort(tmp_path, embedder):
+    docs = tmp_path / "docs"
+    write_docs(docs, 1)
+    (docs / "empty.md").write_text("")
+    (docs / "blob.txt").write_bytes(b"\x00\x01\x02binary")
+    (docs / "latin1.md").write_bytes("caf\xe9 au lait".encode("latin-1"))
+    (docs / "sheet.xlsx").write_bytes(b"PK\x03\x04")
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4 garbage")
+    store = EmbeddedStore(tmp_path / "s")
+    summary = ingest([docs], store, embedder, progress=False)
+    reasons = {s.source.rsplit("/", 1)[-1]: s.reason for s in summary.skipped}
+    assert reasons["empty.md"] == "empty file"
+    assert "binary" in reasons["blob.txt"]
+    assert "not UTF-8" in reasons["latin1.md"]
+    assert "unsupported format" in reasons["sheet.xlsx"]
+    assert "PDF" in reasons["broken.pdf"]
+    assert summary.documents == 1
+
+
+def test_store_refuses_another_model_and_a_wrong_width(tmp_path):
+    store = EmbeddedStore(tmp_path / "s")
+    stamp = ModelStamp("model-a", 4, "abc")
+    store.open_for(stamp)
+    with pytest.raises(ModelMismatchError) as err:
+        store.open_for(ModelStamp("model-b", 4, "def"))
+    assert "model-a" in str(err.value) and "model-b" in str(err.value)
+    doc = DocumentRecord("d", "x.md", "h", "X", "markdown")
+    with pytest.raises(DimensionError):
+        store.replace_document(doc, [], [Window("c", 0, 0, 1, np.zeros(3, np.float32))])
+    store.close()
+    # The stamp survives a reopen: a store built by another model fails loudly on open.
+    with pytest.raises(ModelMismatchError):
+        EmbeddedStore(tmp_path / "s").open_for(ModelStamp("model-b", 4, "def"))
+
+
+def test_windows_cover_every_token_of_a_long_chunk(embedder):
+    text = " ".join(f"token{i}" for i in range(900))
+    spans = embedder.windows(text)
+    assert len(spans) > 1
+    assert spans[0].start == 0 and spans[-1].end == len(text)
+    for a, b in zip(spans, spans[1:]):
+        assert b.start < a.end  # consecutive windows overlap: nothing falls between
+    for s in spans:
+        assert embedder.count_tokens(text[s.start : s.end]) <= embedder.max_tokens
+
+
+def test_loaders_keep_headings_out_of_paragraphs(tmp_path):
+    md = tmp_path / "a.md"
+    md.write_text("# Title\n\nIntro para\nsecond line.\n\n## Sub\n\n```\n# not a heading\n```\n\nSetext\n------\n\nEnd.\n")
+    doc = load(md, "a.md")
+    assert [s.heading_path for s in doc.sections] == [("Title",), ("Title", "Sub"), ("Title", "Setext")]
+    assert doc.sections[0].paragraphs[0].text == "Intro para\nsecond line."
+    assert doc.sections[1].paragraphs[0].text == "```\n# not a heading\n```"
+    html = tmp_path / "b.html"
+    html.write_text("<html><head><title>T</title></head><body><h1>Top</h1><p>Fish &amp; chips&rsquo;\n  today</p>"
+                    "<h2>Next</h2><ul><li>one</li><li>two</li></ul><table><tr><td>a</td><td>b</td></tr></table></body></html>")
+    doc = load(html, "b.html")
+    assert doc.title == "T"
+    assert doc.sections[0].paragraphs[0].text == "Fish & chips’ today"
+    assert [p.text for p in doc.sections[1].paragraphs] == ["one", "two", "a | b"]
