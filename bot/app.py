@@ -63,10 +63,21 @@ class Components:
     def glossary(self) -> Glossary:
         return Glossary.load(self.settings.glossary) if self.settings.glossary else Glossary.empty()
 
+    @cached_property
+    def reranker(self):
+        if self.settings.reranker is None:
+            return None
+        from search.rerank import CrossEncoderReranker
+
+        return CrossEncoderReranker(self.settings.reranker)
+
+    def retrieval_config(self) -> RetrievalConfig:
+        return RetrievalConfig(top_k=self.settings.top_k, rerank=self.settings.reranker is not None)
+
     def retriever(self, config: RetrievalConfig | None = None) -> Retriever:
         store = self.reading_store()
         return Retriever(store, self.embedder.encode_query, self.glossary,
-                         config or RetrievalConfig(top_k=self.settings.top_k))
+                         config or self.retrieval_config(), reranker=self.reranker)
 
     def reading_store(self) -> Store:
         """The store, checked: not empty, built by the configured model."""
@@ -89,14 +100,16 @@ class Components:
         if self.redis is not None:
             from bot.turnlog import RedisTurnLog
 
-            return RedisTurnLog(self.redis)
+            return RedisTurnLog(self.redis, prefix=self.settings.redis_prefix)
         if isinstance(self.store, EmbeddedStore):
             return self.store
         return EmbeddedStore(self.settings.store)  # turns beside an Elasticsearch collection
 
     @cached_property
     def state(self) -> ConversationState:
-        return RedisState(self.redis) if self.redis is not None else InProcessState()
+        if self.redis is None:
+            return InProcessState()
+        return RedisState(self.redis, prefix=self.settings.redis_prefix + "thread:")
 
     def composer(self) -> Composer:
         extractive = ExtractiveComposer(self.embedder.encode_texts)
@@ -115,4 +128,5 @@ class Components:
             self.retriever(), composer, self.turnlog, self.state,
             passages=self.settings.passages,
             condenser=getattr(composer, "condense", None),
+            claim_judge=getattr(composer, "claim_judge", None),
         )

@@ -4,14 +4,18 @@
 - quotations: every double-quoted span followed by [N] is found in passage N through one
   normaliser applied to both sides, so honest typography (curly quotes, dash variants,
   spacing, ellipsis forms, letter case) passes and invented text fails; a quote found
-  only in another passage is flagged as mis-cited, not as invented.
+  only in another passage is flagged as mis-cited, not as invented;
+- claims (optional): a judge says whether each cited sentence follows from the passages
+  it cites; the types live here, the judge (a model) in bot.claude.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 ELLIPSIS = "\u2026"  # the one sentinel every ellipsis form becomes
 
@@ -92,9 +96,51 @@ class QuoteCheck:
 
 
 @dataclass
+class ClaimCheck:
+    """The judge's verdict on one cited sentence."""
+
+    sentence: str
+    numbers: list[int]  # the passages it cites (those given this turn)
+    start: int
+    end: int  # the end of the sentence and its markers in the answer
+    supported: bool | None  # None: no verdict (the judge failed or its budget ran out)
+    reason: str
+
+
+@dataclass
+class ClaimReport:
+    """Every claim judged in one turn, with what judging cost."""
+
+    claims: list[ClaimCheck] = field(default_factory=list)
+    model: str | None = None
+    calls: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+    latency_ms: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "judged": sum(1 for c in self.claims if c.supported is not None),
+            "unsupported": sum(1 for c in self.claims if c.supported is False),
+            "unjudged": sum(1 for c in self.claims if c.supported is None),
+            "model": self.model, "calls": self.calls, "usage": dict(self.usage),
+            "latency_ms": self.latency_ms, "errors": list(self.errors),
+            "items": [{"sentence": c.sentence, "markers": [f"[{n}]" for n in c.numbers],
+                       "supported": c.supported, "reason": c.reason} for c in self.claims],
+        }
+
+
+class ClaimJudge(Protocol):
+    """Judges each cited sentence of an answer against the passages (N -> text) it cites."""
+
+    def judge(self, answer: str, passages: Mapping[int, str]) -> ClaimReport: ...
+
+
+@dataclass
 class CheckReport:
     citations: list[CitationCheck] = field(default_factory=list)
     quotes: list[QuoteCheck] = field(default_factory=list)
+    claims: list[ClaimCheck] = field(default_factory=list)
 
     @property
     def valid_citations(self) -> int:
@@ -102,8 +148,57 @@ class CheckReport:
 
     @property
     def failures(self) -> int:
-        return sum(1 for c in self.citations if not (c.resolved and c.retrieved)) + sum(
-            1 for q in self.quotes if not q.verified)
+        return (sum(1 for c in self.citations if not (c.resolved and c.retrieved))
+                + sum(1 for q in self.quotes if not q.verified)
+                + sum(1 for c in self.claims if c.supported is False))
+
+
+@dataclass(frozen=True)
+class CitedSentence:
+    """A sentence of an answer that carries at least one [N] marker."""
+
+    text: str  # without its markers
+    numbers: tuple[int, ...]
+    start: int
+    end: int  # after its last marker (and closing punctuation)
+
+
+# A sentence ends at . ! or ? (closing quotes/brackets and its markers go with it) before
+# a space or the end, or at a line break. "1.4 billion" does not end one; "…" does not
+# either, since inside a quotation it marks a gap.
+_SENTENCE_BOUNDARY = re.compile(r"[.!?][\"\u201d\u2019)\]]*(?:\s*\[\d+\])*(?=\s|$)|\n")
+_LEAD = re.compile(r"^[\s\u2022*\-\u2013\u2014]+")
+
+
+def _inside_quotation(text: str, pos: int) -> bool:
+    before = text[:pos]
+    return before.count('"') % 2 == 1 or before.count("\u201c") > before.count("\u201d")
+
+
+def cited_sentences(answer: str) -> list[CitedSentence]:
+    """The sentences of an answer that cite a passage, with their spans."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for m in _SENTENCE_BOUNDARY.finditer(answer):
+        if m.group(0) != "\n" and _inside_quotation(answer, m.start()):
+            continue
+        spans.append((start, m.end()))
+        start = m.end()
+    spans.append((start, len(answer)))
+    out = []
+    for a, b in spans:
+        segment = answer[a:b]
+        numbers = tuple(dict.fromkeys(int(n) for n in MARKER_RE.findall(segment)))
+        if not numbers:
+            continue
+        lead = _LEAD.match(segment)
+        a += lead.end() if lead else 0
+        b = a + len(answer[a:b].rstrip())
+        text = " ".join(MARKER_RE.sub("", answer[a:b]).split())
+        text = re.sub(r"\s+([.,;:!?])", r"\1", text)
+        if text:
+            out.append(CitedSentence(text, numbers, a, b))
+    return out
 
 
 def check_answer(

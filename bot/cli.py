@@ -178,19 +178,45 @@ def chat(obj: _Context) -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @_mode_option
 @click.option("--split", type=click.Choice(["all", "dev", "heldout"]), default="all",
-              show_default=True, help="Which part of the labelled set.")
+              show_default=True, help="Which part of the labelled set (tune on dev only).")
+@click.option("--compare", nargs=2, metavar="A B", default=None,
+              help="Compare two configurations, e.g. --compare hybrid-aliases hybrid "
+                   "(mode, then +/-aliases, typos, rare, phrase, rerank, widen): each metric "
+                   "with B - A and a paired-bootstrap 95% interval (10,000 resamples).")
 @click.option("--json", "as_json", is_flag=True, help="Per-item JSON lines, then the summary.")
 @click.pass_obj
-def eval_cmd(obj: _Context, file: Path, mode: str, split: str, as_json: bool) -> None:
-    """Quality figures for a labelled set: Recall@1/5, MRR, refusal accuracy."""
-    from bot.evaluate import load_items, outcome_json, run_item, summarise
+def eval_cmd(obj: _Context, file: Path, mode: str, split: str, compare: tuple[str, str] | None,
+             as_json: bool) -> None:
+    """Quality figures for a labelled set: Recall@1/5, MRR, refusal accuracy, per kind."""
+    from dataclasses import replace
+
+    from bot.evaluate import compare as compare_outcomes
+    from bot.evaluate import load_items, outcome_json, parse_config, run_item, summarise
     from bot.turn import Gate
 
     items = load_items(file, split)
     if not items:
         raise click.UsageError(f"{file} has no items in split {split!r}")
-    retriever = obj.components.retriever(RetrievalConfig(mode=mode))
+    c = obj.components
+    base = c.retrieval_config()
     gate = Gate()
+    if compare:
+        runs = []
+        for spec in compare:
+            _, cfg = parse_config(spec, base)
+            retriever = c.retriever(cfg)
+            runs.append([run_item(item, retriever, gate) for item in items])
+        result = compare_outcomes(runs[0], runs[1])
+        if as_json:
+            _emit({"a": compare[0], "b": compare[1], "split": split, "n": len(items), "metrics": result})
+            return
+        click.echo(f"A={compare[0]}  B={compare[1]}  split={split} items={len(items)}")
+        click.echo(f"{'metric':18}{'A':>8}{'B':>8}{'B-A':>8}   95% interval (paired bootstrap)")
+        for metric, f in result.items():
+            click.echo(f"{metric:18}{f['a']:>8.3f}{f['b']:>8.3f}{f['diff']:>+8.3f}   "
+                       f"[{f['ci95'][0]:+.3f}, {f['ci95'][1]:+.3f}]")
+        return
+    retriever = c.retriever(replace(base, mode=mode))
     outcomes = [run_item(item, retriever, gate, mode) for item in items]
     summary = summarise(outcomes)
     if as_json:
@@ -199,8 +225,7 @@ def eval_cmd(obj: _Context, file: Path, mode: str, split: str, as_json: bool) ->
         _emit({"summary": summary, "mode": mode, "split": split})
         return
     click.echo(f"mode={mode} split={split} items={len(items)}")
-    header = f"{'':14}{'n':>4}{'R@1':>7}{'R@5':>7}{'MRR':>7}{'refusal':>9}"
-    click.echo(header)
+    click.echo(f"{'':14}{'n':>4}{'R@1':>7}{'R@5':>7}{'MRR':>7}{'refusal':>9}")
     rows = [("all", summary["all"])] + list(summary["by_split"].items()) + list(summary["by_kind"].items())
     for name, f in rows:
         click.echo(f"{name:14}{f['n']:>4}{f['recall@1']:>7.3f}{f['recall@5']:>7.3f}{f['mrr']:>7.3f}"

@@ -13,9 +13,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from bot.turn import Gate
 from search.errors import ConfigError
-from search.retrieve import Retrieval, Retriever
+from search.retrieve import RetrievalConfig, Retrieval, Retriever
 
 TOP_HITS = 10
 
@@ -91,7 +93,7 @@ class Figures:
         }
 
 
-def run_item(item: Item, retriever: Retriever, gate: Gate, mode: str) -> Outcome:
+def run_item(item: Item, retriever: Retriever, gate: Gate, mode: str | None = None) -> Outcome:
     retrieval = retriever.retrieve(item.question, mode=mode, top_k=TOP_HITS)
     ranks = [
         i + 1 for i, h in enumerate(retrieval.hits)
@@ -139,3 +141,72 @@ def outcome_json(o: Outcome) -> dict:
         "support": {"dense_top": o.retrieval.support.dense_top, "coverage": o.retrieval.support.coverage,
                     "addressed": o.retrieval.support.addressed},
     }
+
+
+# -- comparing two configurations ------------------------------------------------------
+
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 20261130  # fixed, so a comparison prints the same interval every run
+
+FEATURES = ("aliases", "typos", "rare", "phrase", "rerank", "widen")
+
+
+def parse_config(spec: str, base: RetrievalConfig) -> tuple[str, RetrievalConfig]:
+    """"hybrid", "lexical+aliases", "hybrid-rare-phrase", "hybrid+rerank" -> a config.
+
+    The first word is the mode; +feature / -feature switch features on or off.
+    """
+    import re
+    from dataclasses import replace
+
+    parts = re.split(r"(?=[+-])", spec.strip())
+    mode = parts[0]
+    if mode not in ("dense", "lexical", "hybrid"):
+        raise ConfigError(f"configuration {spec!r} must start with dense, lexical or hybrid")
+    cfg = replace(base, mode=mode)
+    fields = {"aliases": "aliases", "typos": "typo_fix", "rare": "rare_rule", "phrase": "phrase_rule",
+              "rerank": "rerank", "widen": "widen"}
+    for part in parts[1:]:
+        sign, name = part[0], part[1:]
+        if name not in fields:
+            raise ConfigError(f"unknown feature {name!r} in {spec!r}; known: {', '.join(FEATURES)}")
+        cfg = replace(cfg, **{fields[name]: sign == "+"})
+    return mode, cfg
+
+
+def per_item(outcomes: list[Outcome]) -> dict[str, np.ndarray]:
+    """Per-item scores: each metric is the mean of one of these vectors."""
+    answerable = [o for o in outcomes if o.item.answerable]
+    return {
+        "recall@1": np.array([1.0 if o.first == 1 else 0.0 for o in answerable]),
+        "recall@5": np.array([1.0 if o.first is not None and o.first <= 5 else 0.0 for o in answerable]),
+        "mrr": np.array([1.0 / o.first if o.first else 0.0 for o in answerable]),
+        "refusal_accuracy": np.array([1.0 if o.correct_refusal() else 0.0 for o in outcomes]),
+    }
+
+
+def paired_bootstrap(a: np.ndarray, b: np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES,
+                     seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
+    """Mean of b - a and its 95% interval, resampling items (pairs) with replacement."""
+    if len(a) != len(b):
+        raise ValueError("paired bootstrap needs the same items on both sides")
+    if len(a) == 0:
+        return 0.0, 0.0, 0.0
+    diff = b - a
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(diff), size=(resamples, len(diff)))
+    means = diff[idx].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return float(diff.mean()), float(lo), float(hi)
+
+
+def compare(a: list[Outcome], b: list[Outcome]) -> dict[str, dict[str, float]]:
+    """Each metric for A and B, B - A, and its paired-bootstrap 95% interval."""
+    va, vb = per_item(a), per_item(b)
+    out = {}
+    for metric in va:
+        diff, lo, hi = paired_bootstrap(va[metric], vb[metric])
+        out[metric] = {"a": round(float(va[metric].mean()) if len(va[metric]) else 0.0, 4),
+                       "b": round(float(vb[metric].mean()) if len(vb[metric]) else 0.0, 4),
+                       "diff": round(diff, 4), "ci95": [round(lo, 4), round(hi, 4)]}
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from search.types import Chunk, Hit
@@ -36,9 +37,28 @@ def strip_overlap(chunk: Chunk, previous: Chunk | None) -> str:
     return chunk.text[n:].lstrip("\n")
 
 
-def select_passages(hits: list[Hit], count: int) -> list[Passage]:
-    """The top hits as numbered passages, in rank order."""
+# At most this many neighbours are added by widening, beyond the passage count.
+WIDEN_MAX_EXTRA = 2
+
+
+def select_passages(
+    hits: list[Hit], count: int, widen: Callable[[Chunk], Chunk | None] | None = None
+) -> list[Passage]:
+    """The top hits as numbered passages, in rank order; with `widen`, a hit cut at a
+    boundary is followed by its neighbour (at most WIDEN_MAX_EXTRA of them)."""
     chosen = [h.chunk for h in hits[:count]]
+    if widen is not None:
+        ids = {c.chunk_id for c in chosen}
+        widened: list[Chunk] = []
+        extra = 0
+        for c in chosen:
+            widened.append(c)
+            n = widen(c) if extra < WIDEN_MAX_EXTRA else None
+            if n is not None and n.chunk_id not in ids:
+                widened.append(n)
+                ids.add(n.chunk_id)
+                extra += 1
+        chosen = widened
     by_position = {(c.doc_id, c.ordinal): c for c in chosen}
     return [
         Passage(i + 1, c, strip_overlap(c, by_position.get((c.doc_id, c.ordinal - 1))))

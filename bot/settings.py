@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     es_timeout_s: float = 30.0
     redis_url: str | None = Field(
         None, validation_alias=AliasChoices("REDIS_URL", "CITEBOT_REDIS_URL"))
+    redis_prefix: str = Field(
+        "citebot:", min_length=1, description="prefix of every Redis key (one per deployment)")
     anthropic_api_key: SecretStr | None = Field(
         None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "CITEBOT_ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(
@@ -47,6 +49,7 @@ class Settings(BaseSettings):
     claim_judge: bool = False
     glossary: Path | None = Field(None, description="CSV with term,alias[,definition]")
     model_dir: Path | None = Field(None, description="embedding model folder; default: bundled")
+    reranker: Path | None = Field(None, description="local CrossEncoder folder; unset = no rerank")
     top_k: int = Field(10, gt=0, le=100)
     passages: int = Field(5, gt=0, le=20, description="passages given to the composer")
     slack_bot_token: SecretStr | None = Field(

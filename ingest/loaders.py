@@ -205,6 +205,9 @@ def load_html(text: str, source: str) -> LoadedDocument:
 _PDF_HEADING = re.compile(r"^(\d+(?:\.\d+)*)\.?\s+([A-Z][^.!?]{1,80})$")
 
 
+_DOT_LEADER = re.compile(r"\.{6,}\s*\S+$")
+
+
 def load_pdf(data: bytes, source: str) -> LoadedDocument:
     """PDF pages with their printed page labels; numbered lines become headings."""
     import io
@@ -239,6 +242,8 @@ def load_pdf(data: bytes, source: str) -> LoadedDocument:
                 continue
             if re.fullmatch(r"[-–—\s]*" + re.escape(label) + r"[-–—\s]*", line):
                 continue  # the printed page number in the footer
+            if _DOT_LEADER.search(line):
+                continue  # a table-of-contents entry points at text; it is not text
             h = _PDF_HEADING.match(line)
             if h and not para:
                 level = h.group(1).count(".") + 1

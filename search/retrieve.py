@@ -20,8 +20,8 @@ import numpy as np
 
 from search.glossary import Expansion, Glossary
 from search.store import Store
-from search.text import STOPWORDS, content_words, words
-from search.types import Hit, LexicalQuery, WeightedTerms
+from search.text import STOPWORDS, content_words, name_like, words
+from search.types import Chunk, Hit, LexicalQuery, WeightedTerms
 
 MODES = ("dense", "lexical", "hybrid")
 
@@ -35,25 +35,47 @@ RRF_K = 10.0
 ALIAS_WEIGHT = 0.5
 # A typo fix is a guess: it searches at reduced weight.
 TYPO_WEIGHT = 0.7
-# A term in at most this many chunks is an address. 3 = one paragraph that sits in the
+# A name in at most this many chunks is an address. 3 = one paragraph that sits in the
 # overlap of two chunks (so counts twice) plus one other mention: "Oskar Brandvold"
 # (named twice in the sample collection) has df 2-3 and must put his passages first.
+# Only names count (search.text.name_like): on the 374-chunk sample, 40 of 43 dev questions held an ordinary word of df <= 3
+# ("recent", "believe", "reimbursed") and letting those address passages cost hybrid
+# paraphrase Recall@5 0.64 -> 0.27.
 RARE_MAX_DF = 3
 # Words this short are too often codes or fragments to be addresses ("ic", "v2").
 RARE_MIN_LETTERS = 4
 # An exact phrase from the question found in at most this many chunks is an address.
+# Two kinds of phrase qualify. A content phrase: at least PHRASE_MIN_CONTENT words that
+# are not stopwords, and no stopword at either end ("overseas per diem", "error e 417").
+# A stopword phrase: at least STOPWORD_PHRASE_MIN_TOKENS tokens, mostly stopwords ("all of
+# them at once", "as and when it is"). The first version took any 3-gram and addressed
+# passages by "back to a", "need to be", "for the company" in 19 of 43 dev questions.
 PHRASE_MAX_CHUNKS = 3
-PHRASE_MIN_TOKENS = 3
-PHRASE_MAX_TOKENS = 8
-# A phrase of stopwords only must be at least this long to count ("what is the" is in
-# too many questions; "as and when it is" is a motto).
-STOPWORD_PHRASE_MIN_TOKENS = 4
-# An alias expansion that finds chunks mostly in one document floods it: the "robot"
-# -> "Quill" claim matches dozens of chunks of the fleet architecture page and would
-# drown every other robot passage. Left out when one document holds more than this
-# share of the expansion's matching chunks (and at least FLOOD_MIN_CHUNKS of them).
+PHRASE_MIN_CONTENT = 3
+PHRASE_MAX_TOKENS = 10
+STOPWORD_PHRASE_MIN_TOKENS = 5
+# An alias expansion is searched as the exact name it claims (a phrase for a multi-word
+# term), at ALIAS_WEIGHT. It is left out when it floods: when one document holds more
+# than FLOOD_SHARE of the chunks it matches (at least FLOOD_MIN_CHUNKS of them), or when
+# it matches more than FLOOD_COLLECTION_SHARE of all chunks. The "robot" -> "Quill" claim
+# matches 80 of 374 sample chunks (21%; 69 of the collection's 225 "Quill"s sit in the
+# fleet architecture page) and cost dev question a-02 its first place
+# (benchmarks/alias_spread.py prints the spread of every expansion).
 FLOOD_SHARE = 0.5
 FLOOD_MIN_CHUNKS = 4
+FLOOD_COLLECTION_SHARE = 0.15
+# How many matching chunks the flood check reads at most.
+FLOOD_SCAN_LIMIT = 2000
+# The reranker rescores this many fused candidates (addresses stay first).
+RERANK_TOP_N = 20
+# Widening: a hit whose question words sit in its last (first) fifth is probably cut
+# at a boundary; its next (previous) chunk of the same document is added after it. In
+# the ranked list (+widen in `citebot eval`) it cost dev Recall@5 0.82 -> 0.76 by pushing
+# other hits down, so the answer path adds neighbours as extra passages instead.
+WIDEN_EDGE_SHARE = 0.2
+WIDEN_TOP_HITS = 3
+
+Reranker = Callable[[str, Sequence[str]], Sequence[float]]
 
 
 @dataclass(frozen=True)
@@ -61,12 +83,15 @@ class RetrievalConfig:
     mode: str = "hybrid"
     pool: int = POOL_SIZE
     rrf_k: float = RRF_K
+    dense_weight: float = 1.0
     top_k: int = 10
     aliases: bool = True
     alias_weight: float = ALIAS_WEIGHT
     typo_fix: bool = True
     rare_rule: bool = True
     phrase_rule: bool = True
+    rerank: bool = False
+    widen: bool = False
 
 
 @dataclass
@@ -89,6 +114,14 @@ class Retrieval:
     corrections: dict[str, str] = field(default_factory=dict)
     addresses: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def _positions(text: str, term: str) -> list[int]:
+    out, start = [], 0
+    while (i := text.find(term, start)) >= 0:
+        out.append(i)
+        start = i + 1
+    return out
 
 
 def _edit_distance_at_most(a: str, b: str, limit: int) -> int | None:
@@ -114,8 +147,10 @@ class Retriever:
         encode_query: Callable[[str], np.ndarray],
         glossary: Glossary | None = None,
         config: RetrievalConfig | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.store = store
+        self.reranker = reranker
         self.encode_query = encode_query
         self.glossary = glossary or Glossary.empty()
         self.config = config or RetrievalConfig()
@@ -151,29 +186,44 @@ class Retriever:
             fixes = {t: c for t, c in fixes.items() if fdfs.get(c, 0) > 0}
         return fixes
 
+    def spread(self, name: str) -> Counter[str]:
+        """Chunks holding the exact name, counted by source document."""
+        ids = self.store.phrase_matches(tuple(words(name)), FLOOD_SCAN_LIMIT)
+        return Counter(c.source for c in self.store.get_chunks(ids))
+
     def _floods(self, expansion: Expansion) -> bool:
         key = expansion.expands_to
         if key not in self._flood_cache:
-            spread = Counter(self.store.sources_matching(content_words(key) or words(key)))
+            spread = self.spread(key)
             total = sum(spread.values())
             top = max(spread.values(), default=0)
-            self._flood_cache[key] = total >= FLOOD_MIN_CHUNKS and top / total > FLOOD_SHARE
+            chunks = max(1, self.store.chunk_count())
+            self._flood_cache[key] = (
+                (total >= FLOOD_MIN_CHUNKS and top / total > FLOOD_SHARE)
+                or total / chunks > FLOOD_COLLECTION_SHARE
+            )
         return self._flood_cache[key]
+
+    @staticmethod
+    def is_phrase(gram: tuple[str, ...]) -> bool:
+        """Whether an n-gram of the question is specific enough to be an address."""
+        content = sum(1 for t in gram if t not in STOPWORDS)
+        if content >= PHRASE_MIN_CONTENT:
+            return gram[0] not in STOPWORDS and gram[-1] not in STOPWORDS
+        return len(gram) >= STOPWORD_PHRASE_MIN_TOKENS and content <= len(gram) // 2
 
     def _phrases(self, question: str) -> list[tuple[tuple[str, ...], list[str]]]:
         """Longest-first exact phrases of the question that the collection holds rarely."""
         tokens = words(question)
         found: list[tuple[tuple[str, ...], list[str]]] = []
         covered: set[int] = set()
-        for n in range(min(PHRASE_MAX_TOKENS, len(tokens)), PHRASE_MIN_TOKENS - 1, -1):
+        for n in range(min(PHRASE_MAX_TOKENS, len(tokens)), PHRASE_MIN_CONTENT - 1, -1):
             for i in range(len(tokens) - n + 1):
                 span = set(range(i, i + n))
                 if span <= covered:
                     continue
                 gram = tuple(tokens[i : i + n])
-                if all(t in STOPWORDS for t in gram) and n < STOPWORD_PHRASE_MIN_TOKENS:
-                    continue
-                if gram[0] in STOPWORDS and gram[-1] in STOPWORDS and n < STOPWORD_PHRASE_MIN_TOKENS:
+                if not self.is_phrase(gram):
                     continue
                 ids = self.store.phrase_matches(gram, PHRASE_MAX_CHUNKS)
                 if 1 <= len(ids) <= PHRASE_MAX_CHUNKS:
@@ -217,14 +267,17 @@ class Retriever:
             groups = [WeightedTerms(tuple(terms), 1.0)] if terms else []
             if corrections:
                 groups.append(WeightedTerms(tuple(corrections.values()), TYPO_WEIGHT))
+            alias_phrases: list[tuple[str, float]] = []
             for e in expansions:
-                alias_terms = tuple(content_words(e.expands_to) or words(e.expands_to))
-                if alias_terms:
-                    groups.append(WeightedTerms(alias_terms, cfg.alias_weight))
+                name = words(e.expands_to)
+                if len(name) == 1:
+                    groups.append(WeightedTerms(tuple(name), cfg.alias_weight))
+                elif name:
+                    alias_phrases.append((" ".join(name), cfg.alias_weight))
             if cfg.phrase_rule:
                 phrases = self._phrases(question)
             query = LexicalQuery(
-                tuple(groups), tuple((" ".join(g), 1.0) for g, _ in phrases)
+                tuple(groups), tuple((" ".join(g), 1.0) for g, _ in phrases) + tuple(alias_phrases)
             )
             lexical = self.store.lexical(query, cfg.pool) if (groups or phrases) else []
             timings["lexical"] = (time.perf_counter() - t) * 1000
@@ -237,8 +290,11 @@ class Retriever:
                 all_dfs = dict(dfs)
                 for t_ in (corrections.values() if corrections else ()):
                     all_dfs.setdefault(t_, self.store.doc_freqs([t_]).get(t_, 0))
+                names = name_like(question)
                 for term, df in all_dfs.items():
-                    if 1 <= df <= RARE_MAX_DF and len(term) >= RARE_MIN_LETTERS and not term.isdigit():
+                    is_name = term in names
+                    if (1 <= df <= RARE_MAX_DF and len(term) >= RARE_MIN_LETTERS
+                            and not term.isdigit() and is_name):
                         ids = self.store.phrase_matches((term,), RARE_MAX_DF)
                         addresses.append(f"rare:{term}")
                         n = max(1, self.store.chunk_count())
@@ -251,14 +307,20 @@ class Retriever:
         lexical_rank = {cid: i + 1 for i, (cid, _) in enumerate(lexical)}
         dense_score = dict(dense)
         lexical_score = dict(lexical)
-        for ranking in (dense, lexical):
+        for ranking, weight in ((dense, cfg.dense_weight), (lexical, 1.0)):
             for i, (cid, _) in enumerate(ranking):
-                fused[cid] = fused.get(cid, 0.0) + 1.0 / (cfg.rrf_k + i + 1)
+                fused[cid] = fused.get(cid, 0.0) + weight / (cfg.rrf_k + i + 1)
         for cid in addressed:
             fused.setdefault(cid, 0.0)
         order = sorted(fused, key=lambda c: (-addressed.get(c, 0.0), -fused[c], c))[:top_k]
         timings["fuse"] = (time.perf_counter() - t) * 1000
 
+        if cfg.rerank:
+            if self.reranker is None:
+                raise ValueError("rerank is on but no reranker is configured (CITEBOT_RERANKER)")
+            t = time.perf_counter()
+            order = self._rerank(question, order, addressed, fused)
+            timings["rerank"] = (time.perf_counter() - t) * 1000
         chunks = {c.chunk_id: c for c in self.store.get_chunks(order)}
         hits = []
         for cid in order:
@@ -273,6 +335,8 @@ class Retriever:
                 dense_score=dense_score.get(cid), lexical_score=lexical_score.get(cid),
                 reasons=reasons,
             ))
+        if cfg.widen:
+            hits = self._widen(hits, terms, top_k)
         support = self._support(question, terms, dfs, corrections, expansions, hits, dense, addressed)
         timings["total"] = (time.perf_counter() - t0) * 1000
         return Retrieval(
@@ -280,6 +344,48 @@ class Retriever:
             flooded=flooded, corrections=corrections, addresses=addresses,
             timings_ms={k: round(v, 2) for k, v in timings.items()},
         )
+
+    def _rerank(self, question: str, order: list[str], addressed: dict[str, float],
+                fused: dict[str, float]) -> list[str]:
+        """Rescore the top fused candidates with the cross-encoder; addresses stay first."""
+        head = [c for c in order if c in addressed]
+        pool = [c for c in sorted(fused, key=lambda c: -fused[c]) if c not in addressed][:RERANK_TOP_N]
+        if not pool:
+            return order
+        chunks = {c.chunk_id: c for c in self.store.get_chunks(pool)}
+        pool = [c for c in pool if c in chunks]
+        scores = list(self.reranker(question, [chunks[c].text for c in pool]))  # type: ignore[misc]
+        ranked = [c for _, c in sorted(zip(scores, pool), key=lambda x: -x[0])]
+        return (head + ranked)[: len(order)]
+
+    def boundary_neighbour(self, chunk: Chunk, terms: Sequence[str]) -> Chunk | None:
+        """The next (previous) chunk of the document when the question's words sit in the
+        last (first) fifth of this one: the passage is probably cut at a boundary."""
+        folded = " ".join(words(chunk.text))
+        spots = [m for t in terms for m in _positions(folded, t)]
+        if not spots:
+            return None
+        prev, nxt = self.store.neighbours(chunk)
+        n = max(1, len(folded))
+        if nxt is not None and max(spots) / n >= 1 - WIDEN_EDGE_SHARE:
+            return nxt
+        if prev is not None and chunk.overlap_prev == 0 and min(spots) / n <= WIDEN_EDGE_SHARE:
+            return prev
+        return None
+
+    def _widen(self, hits: list[Hit], terms: list[str], top_k: int) -> list[Hit]:
+        """Add the neighbour of a top hit whose question words sit at its edge."""
+        present = {h.chunk.chunk_id for h in hits}
+        out: list[Hit] = []
+        for rank, hit in enumerate(hits):
+            out.append(hit)
+            if rank >= WIDEN_TOP_HITS or not terms:
+                continue
+            extra = self.boundary_neighbour(hit.chunk, terms)
+            if extra is not None and extra.chunk_id not in present:
+                out.append(Hit(chunk=extra, score=hit.score, reasons=["widened"]))
+                present.add(extra.chunk_id)
+        return out[:top_k]
 
     def _support(self, question, terms, dfs, corrections, expansions, hits, dense, addressed) -> Support:
         dense_top = max((s for _, s in dense), default=0.0)

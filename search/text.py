@@ -46,3 +46,20 @@ def content_words(text: str) -> list[str]:
         if w not in STOPWORDS:
             seen.setdefault(w, None)
     return list(seen)
+
+
+_SENTENCE_START = re.compile(r"(^|[.!?:;]\s+|\n)\W*$")
+
+
+def name_like(text: str) -> set[str]:
+    """Folded tokens the writer marked as names: Capitalised inside a sentence, ALL-CAPS
+    or holding a digit ("Oskar Brandvold", "E-417", "BSS"). A rare word is an address only
+    when it is a name; a rare ordinary word ("reimbursed") is one vote among many."""
+    out: set[str] = set()
+    for m in _WORD.finditer(text):
+        tok = m.group(0)
+        if any(c.isdigit() for c in tok):
+            out.add(fold(tok))
+        elif tok[0].isupper() and (tok.isupper() and len(tok) > 1 or not _SENTENCE_START.search(text[: m.start()])):
+            out.add(fold(tok))
+    return out

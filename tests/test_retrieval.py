@@ -1,0 +1,167 @@
+"""Retrieval on the sample handbook: addresses, phrases, aliases, typos, widening, rerank."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from bot.evaluate import paired_bootstrap, parse_config
+from bot.passages import select_passages
+from search.errors import ConfigError
+from search.glossary import Expansion, Glossary, GlossaryEntry
+from search.retrieve import RetrievalConfig, Retriever
+from search.text import name_like
+from tests.conftest import EXAMPLES
+
+
+@pytest.fixture()
+def retriever(examples_store, embedder):
+    return Retriever(examples_store, embedder.encode_query, Glossary.load(EXAMPLES / "glossary.csv"))
+
+
+def test_a_rare_name_is_an_address_not_a_vote(retriever):
+    r = retriever.retrieve("Who was Oskar Brandvold?")
+    assert "rare:brandvold" in r.addresses
+    assert "Oskar Brandvold" in r.hits[0].chunk.text
+    assert r.hits[0].reasons == ["address"]
+    # A name the model cannot read: dense alone ranks it low, the rule puts it first.
+    dense = retriever.retrieve("What is Gantry Lark?", mode="dense")
+    assert "Gantry Lark" not in dense.hits[0].chunk.text
+    hybrid = retriever.retrieve("What is Gantry Lark?")
+    assert "Gantry Lark" in hybrid.hits[0].chunk.text and hybrid.hits[0].reasons == ["address"]
+
+
+def test_an_ordinary_rare_word_is_not_an_address(retriever):
+    r = retriever.retrieve("how long after buying something do I have to ask to be reimbursed")
+    assert not any(a.startswith("rare:") for a in r.addresses)
+
+
+def test_name_like_marks_capitalised_words_inside_a_sentence_only():
+    assert name_like("Who was Oskar Brandvold? What is error E-417 in BSS?") == {
+        "oskar", "brandvold", "e", "417", "bss"}
+
+
+def test_a_phrase_of_stopwords_finds_its_passage(retriever):
+    r = retriever.retrieve("Why shouldn't the swap stations be restarted all of them at once?")
+    assert any(a.startswith("phrase:") and "all of them at once" in a for a in r.addresses)
+    assert "all of them at once" in r.hits[0].chunk.text
+
+
+@pytest.mark.parametrize("gram,ok", [
+    (("as", "and", "when", "it", "is"), True),     # a motto made of stopwords
+    (("overseas", "per", "diem"), True),           # three content words
+    (("back", "to", "a"), False),                  # a question's filler
+    (("the", "site", "racks"), False),             # starts with a stopword
+    (("what", "is", "the"), False),
+])
+def test_which_ngrams_count_as_phrases(gram, ok):
+    assert Retriever.is_phrase(gram) is ok
+
+
+def test_alias_in_the_question_expands_at_reduced_weight(retriever):
+    r = retriever.retrieve("How does the Firehose handle a burst of frames?")
+    assert [(e.found, e.expands_to) for e in r.expansions] == [("the Firehose", "Telemetry Ingestion Pipeline")]
+
+
+def test_an_alias_that_floods_is_left_out(retriever):
+    r = retriever.retrieve("How fast can a robot drive in a shared zone?")
+    assert "Quill" in r.flooded
+    assert all(e.expands_to != "Quill" for e in r.expansions)
+
+
+def test_typo_fixed_only_when_the_word_is_absent(retriever):
+    r = retriever.retrieve("What does the bootlaoder do on a failed update?")
+    assert r.corrections == {"bootlaoder": "bootloader"}
+    kept = retriever.retrieve("What does the bootloader do on a failed update?")
+    assert kept.corrections == {}
+
+
+def test_widening_adds_the_neighbour_of_a_hit_cut_at_its_edge(examples_store, retriever):
+    chunks = examples_store.iter_chunks()
+    # A chunk followed by another of the same section: its last words point past its end.
+    cut = next(c for c in chunks if c.overlap_next > 0)
+    tail = cut.text.split()[-3:]
+    terms = [w.strip(".,;:").lower() for w in tail if len(w) > 3]
+    neighbour = retriever.boundary_neighbour(cut, terms)
+    assert neighbour is not None and neighbour.ordinal == cut.ordinal + 1
+
+    from search.types import Hit
+
+    passages = select_passages([Hit(cut, 1.0)], 1, widen=lambda c: retriever.boundary_neighbour(c, terms))
+    assert [p.chunk.chunk_id for p in passages] == [cut.chunk_id, neighbour.chunk_id]
+    # The neighbour's overlap with the hit is stripped by equality before the composer sees it.
+    assert passages[1].text == neighbour.text[neighbour.overlap_prev:].lstrip("\n")
+    assert not passages[1].text.startswith(neighbour.text[: neighbour.overlap_prev])
+
+
+def test_glossary_rejects_a_bad_csv(tmp_path):
+    bad = tmp_path / "g.csv"
+    bad.write_text("name,other\nx,y\n")
+    with pytest.raises(ConfigError, match="term,alias"):
+        Glossary.load(bad)
+
+
+def test_glossary_matches_whole_words_both_ways():
+    g = Glossary([GlossaryEntry("Incident Commander", "IC")])
+    assert [e.expands_to for e in g.expansions("Who is the IC tonight?")] == ["Incident Commander"]
+    assert [e.expands_to for e in g.expansions("Who is the incident commander?")] == ["IC"]
+    assert g.expansions("Is the ICE machine broken?") == []
+
+
+def _tiny_cross_encoder(path):
+    """A tiny random BERT cross-encoder, built here: no reranker weights can be downloaded."""
+    import shutil
+
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from ingest.embedder import bundled_model_path
+
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, num_labels=1)
+    BertForSequenceClassification(config).save_pretrained(path)
+    src = bundled_model_path()
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(src / name, path / name)
+    return path
+
+
+def test_reranker_reorders_the_fused_candidates(examples_store, embedder, tmp_path):
+    from search.rerank import CrossEncoderReranker
+
+    reranker = CrossEncoderReranker(_tiny_cross_encoder(tmp_path / "ce"))
+    question = "How does the Release Train decide what ships?"
+    plain = Retriever(examples_store, embedder.encode_query, config=RetrievalConfig(phrase_rule=False))
+    ranked = Retriever(examples_store, embedder.encode_query, config=RetrievalConfig(phrase_rule=False, rerank=True),
+                       reranker=reranker)
+    a, b = plain.retrieve(question), ranked.retrieve(question)
+    assert {h.chunk.chunk_id for h in a.hits} <= {h.chunk.chunk_id for h in b.hits} | {
+        h.chunk.chunk_id for h in a.hits}
+    scores = reranker(question, [h.chunk.text for h in b.hits])
+    assert scores == sorted(scores, reverse=True)  # the new order is the model's order
+    assert "rerank" in b.timings_ms
+
+
+def test_reranker_refuses_a_folder_that_is_not_a_model(tmp_path):
+    from search.rerank import CrossEncoderReranker
+
+    with pytest.raises(ConfigError, match="not a model folder"):
+        CrossEncoderReranker(tmp_path)
+
+
+def test_paired_bootstrap_interval():
+    a = np.array([0, 0, 1, 1, 0, 1, 0, 0, 1, 0], dtype=float)
+    same = paired_bootstrap(a, a)
+    assert same == (0.0, 0.0, 0.0)
+    better = paired_bootstrap(a, np.ones_like(a))
+    assert better[0] == pytest.approx(0.6)
+    assert 0.2 <= better[1] < 0.6 < better[2] <= 1.0
+
+
+def test_parse_config_toggles_features():
+    _, cfg = parse_config("hybrid-aliases+rerank", RetrievalConfig())
+    assert cfg.mode == "hybrid" and cfg.aliases is False and cfg.rerank is True
+    with pytest.raises(ConfigError):
+        parse_config("hybrid+magic", RetrievalConfig())
+    assert replace(cfg, mode="dense").mode == "dense"
