@@ -100,10 +100,8 @@ class ExtractiveComposer:
             scored.append((DENSE_WEIGHT * float(d) + LEXICAL_WEIGHT * lexical + bonus, number, s))
         scored.sort(key=lambda x: -x[0])
         best = scored[0][0]
+        # Best first: the reader sees the most direct sentence before the context.
         chosen = [x for x in scored[:EXTRACT_MAX_SENTENCES] if x[0] >= EXTRACT_RELATIVE_FLOOR * best]
-        # Present in reading order: passage, then position in it.
-        order = {(n, s): i for i, (_, n, s) in enumerate(scored)}
-        chosen.sort(key=lambda x: (x[1], passages[x[1] - 1].text.find(x[2]), order[(x[1], x[2])]))
         return [Sentence(n, s) for _, n, s in chosen]
 
     def compose(
