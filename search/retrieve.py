@@ -84,6 +84,7 @@ class RetrievalConfig:
     pool: int = POOL_SIZE
     rrf_k: float = RRF_K
     dense_weight: float = 1.0
+    fusion: str = "rrf"
     top_k: int = 10
     aliases: bool = True
     alias_weight: float = ALIAS_WEIGHT
@@ -307,9 +308,21 @@ class Retriever:
         lexical_rank = {cid: i + 1 for i, (cid, _) in enumerate(lexical)}
         dense_score = dict(dense)
         lexical_score = dict(lexical)
-        for ranking, weight in ((dense, cfg.dense_weight), (lexical, 1.0)):
-            for i, (cid, _) in enumerate(ranking):
-                fused[cid] = fused.get(cid, 0.0) + weight / (cfg.rrf_k + i + 1)
+        if cfg.fusion == "score":
+            # Convex combination of min-max normalised arm scores. Measured against RRF on
+            # the dev questions (dense_weight 0.6): Recall@1 +0.06, 95% interval [0.00,
+            # +0.15]; the interval holds zero, so RRF, the simpler rule, stays the default.
+            for ranking, weight in ((dense, cfg.dense_weight), (lexical, 1.0 - cfg.dense_weight)):
+                if not ranking:
+                    continue
+                hi, lo = ranking[0][1], ranking[-1][1]
+                for cid, sc in ranking:
+                    norm = (sc - lo) / (hi - lo) if hi > lo else 1.0
+                    fused[cid] = fused.get(cid, 0.0) + weight * norm
+        else:
+            for ranking, weight in ((dense, cfg.dense_weight), (lexical, 1.0)):
+                for i, (cid, _) in enumerate(ranking):
+                    fused[cid] = fused.get(cid, 0.0) + weight / (cfg.rrf_k + i + 1)
         for cid in addressed:
             fused.setdefault(cid, 0.0)
         order = sorted(fused, key=lambda c: (-addressed.get(c, 0.0), -fused[c], c))[:top_k]
