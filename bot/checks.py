@@ -163,10 +163,14 @@ class CitedSentence:
     end: int  # after its last marker (and closing punctuation)
 
 
-# A sentence ends at . ! or ? (closing quotes/brackets and its markers go with it) before
-# a space or the end, or at a line break. "1.4 billion" does not end one; "…" does not
-# either, since inside a quotation it marks a gap.
-_SENTENCE_BOUNDARY = re.compile(r"[.!?][\"\u201d\u2019)\]]*(?:\s*\[\d+\])*(?=\s|$)|\n")
+# A sentence ends at . ! or ? before a space or the end (closing quotes and brackets, its
+# markers and a full stop after them go with it: `later." [2].`), or at a line break,
+# unless a quotation is still open there (a quote may hold full stops and line breaks);
+# a blank line always ends one. "1.4 billion" does not end one; "…" does not either,
+# since inside a quotation it marks a gap.
+_SENTENCE_BOUNDARY = re.compile(
+    r"[.!?][\"\u201d\u2019)\]]*(?:\s*\[\d+\])*[.!?]?(?=\s|$)|\n\s*\n|\n")
+_MARKER_WITH_SPACE = re.compile(r"\s*\[\d+\]")
 _LEAD = re.compile(r"^[\s\u2022*\-\u2013\u2014]+")
 
 
@@ -180,7 +184,8 @@ def cited_sentences(answer: str) -> list[CitedSentence]:
     spans: list[tuple[int, int]] = []
     start = 0
     for m in _SENTENCE_BOUNDARY.finditer(answer):
-        if m.group(0) != "\n" and _inside_quotation(answer, m.start()):
+        blank_line = not m.group(0).strip() and m.group(0) != "\n"
+        if not blank_line and _inside_quotation(answer, m.end()):
             continue
         spans.append((start, m.end()))
         start = m.end()
@@ -194,8 +199,7 @@ def cited_sentences(answer: str) -> list[CitedSentence]:
         lead = _LEAD.match(segment)
         a += lead.end() if lead else 0
         b = a + len(answer[a:b].rstrip())
-        text = " ".join(MARKER_RE.sub("", answer[a:b]).split())
-        text = re.sub(r"\s+([.,;:!?])", r"\1", text)
+        text = " ".join(_MARKER_WITH_SPACE.sub("", answer[a:b]).split())
         if text:
             out.append(CitedSentence(text, numbers, a, b))
     return out

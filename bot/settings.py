@@ -42,7 +42,7 @@ class Settings(BaseSettings):
         None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "CITEBOT_ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(
         None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "CITEBOT_ANTHROPIC_BASE_URL"))
-    anthropic_model: str = "claude-sonnet-4-5"
+    anthropic_model: str = "claude-sonnet-5"  # claude-sonnet-4-5 reaches end of life 2026-11-30
     anthropic_max_tokens: int = Field(1024, gt=0)
     anthropic_timeout_s: float = Field(30.0, gt=0)
     anthropic_budget_s: float = Field(60.0, gt=0)

@@ -304,7 +304,8 @@ class Answerer:
         retrieved = {h.chunk.chunk_id for h in retrieval.hits} | {p.chunk.chunk_id for p in passages}
         report = check_answer(text, given, retrieved)
         record.timings_ms["checks"] = round((time.perf_counter() - t) * 1000, 2)
-        if self.claim_judge is not None:
+        # Only what a model wrote is judged: an extractive answer is the passages' own words.
+        if self.claim_judge is not None and record.model is not None:
             t = time.perf_counter()
             judged = self.claim_judge.judge(text, {p.number: p.text for p in passages})
             report.claims = judged.claims

@@ -1,0 +1,226 @@
+"""A local stand-in for the Anthropic Messages API, spoken to through the real SDK.
+
+A stdlib threaded HTTP server on 127.0.0.1, port 0. Each test scripts what POST
+/v1/messages answers: a queue of replies consumed in order (a reply may be a function
+of the request, so a scripted "model" can read the passages it was given), routes that
+answer matching requests without consuming the queue, and an optional standing reply
+for when the queue is empty. Every request is recorded with its arrival time.
+
+Nothing here patches the SDK: the client is pointed at `standin.base_url`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MESSAGES_PATH = "/v1/messages"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted HTTP answer: status, JSON body (or raw text), headers, delay before it."""
+
+    status: int = 200
+    body: dict[str, Any] | str = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """A request the stand-in received (headers lower-cased, the API key left out)."""
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    at: float  # time.monotonic() on arrival
+
+    @property
+    def system(self) -> str:
+        system = self.body.get("system", "")
+        if isinstance(system, list):
+            return "\n".join(b.get("text", "") for b in system if isinstance(b, dict))
+        return str(system)
+
+    @property
+    def user_text(self) -> str:
+        """The text of the last user message."""
+        for message in reversed(self.body.get("messages", [])):
+            if message.get("role") != "user":
+                continue
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+        return ""
+
+
+Script = Reply | Callable[[RecordedRequest], Reply]
+
+_PASSAGE_RE = re.compile(r'<passage id="(\d+)"[^>]*>(.*?)</passage>', re.DOTALL)
+
+
+def passages_in(request: RecordedRequest) -> dict[int, str]:
+    """The passages a request gave the model, by id (what a model would read)."""
+    return {int(n): text for n, text in _PASSAGE_RE.findall(request.user_text)}
+
+
+def tag_attributes(request: RecordedRequest, tag: str) -> list[dict[str, str]]:
+    """The attributes of every <tag …> in the user message, unescaped."""
+    out = []
+    for m in re.finditer(r"<" + re.escape(tag) + r"((?:\s+\w+=\"[^\"]*\")*)\s*/?>", request.user_text):
+        out.append({k: html.unescape(v) for k, v in re.findall(r'(\w+)="([^"]*)"', m.group(1))})
+    return out
+
+
+def message(
+    text: str | None, *, input_tokens: int = 1200, output_tokens: int = 80,
+    stop_reason: str = "end_turn", model: str = "claude-standin", content: list[dict] | None = None,
+) -> Reply:
+    """A 200 Messages API response holding one text block (or the given content blocks)."""
+    blocks = content if content is not None else ([] if text is None else [{"type": "text", "text": text}])
+    return Reply(200, {
+        "id": "msg_" + uuid.uuid4().hex[:24], "type": "message", "role": "assistant",
+        "model": model, "content": blocks, "stop_reason": stop_reason, "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+    })
+
+
+def error(status: int, kind: str, text: str, headers: dict[str, str] | None = None,
+          delay_s: float = 0.0) -> Reply:
+    """An error response shaped like the API's: {"type":"error","error":{type,message}}."""
+    return Reply(status, {"type": "error", "error": {"type": kind, "message": text}},
+                 headers or {}, delay_s)
+
+
+class AnthropicStandIn:
+    """The scripted server. Use `running()` to start it on a free port and stop it after."""
+
+    def __init__(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[Script] = deque()
+        self._routes: list[tuple[Callable[[RecordedRequest], bool], Script]] = []
+        self._standing: Script | None = None
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- scripting -------------------------------------------------------------------
+
+    def script(self, *replies: Script) -> None:
+        """Queue replies, answered in order to requests no route takes."""
+        with self._lock:
+            self._queue.extend(replies)
+
+    def always(self, reply: Script | None) -> None:
+        """The reply for every request once the queue is empty (None: a 500 saying so)."""
+        with self._lock:
+            self._standing = reply
+
+    def route(self, match: Callable[[RecordedRequest], bool], reply: Script) -> None:
+        """Answer every request that `match` accepts with `reply`, before the queue."""
+        with self._lock:
+            self._routes.append((match, reply))
+
+    def reset(self) -> None:
+        """Forget the script, the routes and the recorded requests (one server, many cases)."""
+        with self._lock:
+            self._queue.clear()
+            self._routes.clear()
+            self._standing = None
+            self.requests.clear()
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "the stand-in is not running"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # -- serving ---------------------------------------------------------------------
+
+    def _next(self, request: RecordedRequest) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            chosen: Script | None = next((r for m, r in self._routes if m(request)), None)
+            if chosen is None:
+                chosen = self._queue.popleft() if self._queue else self._standing
+        if chosen is None:
+            return error(500, "api_error", "stand-in: no scripted reply left for this request")
+        return chosen(request) if callable(chosen) else chosen
+
+    def start(self) -> None:
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return  # quiet: tests read `requests` instead
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    body = {"_raw": raw.decode("utf-8", "replace")}
+                headers = {k.lower(): v for k, v in self.headers.items()
+                           if k.lower() not in ("x-api-key", "authorization")}
+                request = RecordedRequest(self.path, headers, body, time.monotonic())
+                if self.path.split("?")[0] != MESSAGES_PATH:
+                    reply = error(404, "not_found_error", f"stand-in serves only {MESSAGES_PATH}")
+                else:
+                    reply = standin._next(request)
+                if reply.delay_s and standin._stopping.wait(reply.delay_s):
+                    return  # shutting down: drop the reply
+                payload = (reply.body if isinstance(reply.body, str)
+                           else json.dumps(reply.body)).encode("utf-8")
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(payload)))
+                    self.send_header("request-id", "req_standin_" + uuid.uuid4().hex[:12])
+                    for k, v in reply.headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (its timeout): nothing to answer
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="anthropic-standin",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+@contextmanager
+def running() -> Iterator[AnthropicStandIn]:
+    """A started stand-in, stopped on exit."""
+    standin = AnthropicStandIn()
+    standin.start()
+    try:
+        yield standin
+    finally:
+        standin.stop()
