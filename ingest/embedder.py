@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,9 @@ class Embedder:
         hf_logging.set_verbosity_error()  # counting a long chunk's tokens is not an error
         hf_logging.disable_progress_bar()
 
+        # The tokenizer and the model are not safe to call from several threads at once
+        # (parallel Slack turns failed 5 of 200 with "Unable to create tensor"): one lock.
+        self._lock = threading.RLock()
         self.model_dir = Path(model_dir) if model_dir else bundled_model_path()
         self.model = SentenceTransformer(str(self.model_dir), device="cpu")
         self.tokenizer = self.model.tokenizer
@@ -83,11 +87,13 @@ class Embedder:
 
     # -- tokens ---------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        with self._lock:
+            return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def windows(self, text: str, prefix_tokens: int = 0) -> list[WindowSpan]:
         """Character spans covering every token, each within the model's window."""
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        with self._lock:
+            enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         offsets: list[tuple[int, int]] = enc["offset_mapping"]
         # A slice that starts inside a word re-tokenises a token or two longer than it
         # counted; the slack keeps it inside the window (_encode refuses it otherwise).
@@ -107,8 +113,9 @@ class Embedder:
     def _prefix(self, chunk: Chunk) -> str:
         if not chunk.heading_path:
             return ""
-        ids = self.tokenizer(" > ".join(chunk.heading_path), add_special_tokens=False)["input_ids"]
-        return self.tokenizer.decode(ids[:HEADING_PREFIX_TOKENS]) + ": "
+        with self._lock:
+            ids = self.tokenizer(" > ".join(chunk.heading_path), add_special_tokens=False)["input_ids"]
+            return self.tokenizer.decode(ids[:HEADING_PREFIX_TOKENS]) + ": "
 
     # -- vectors --------------------------------------------------------------------------
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -116,10 +123,11 @@ class Embedder:
             n = self.count_tokens(t)
             if n > self.max_tokens:
                 raise ValueError(f"window of {n} tokens would be truncated by the model")
-        vectors = self.model.encode(
-            list(texts), batch_size=BATCH_SIZE, normalize_embeddings=True,
-            convert_to_numpy=True, show_progress_bar=False,
-        ).astype(np.float32)
+        with self._lock:
+            vectors = self.model.encode(
+                list(texts), batch_size=BATCH_SIZE, normalize_embeddings=True,
+                convert_to_numpy=True, show_progress_bar=False,
+            ).astype(np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.stamp.dims:
             raise DimensionError(
                 f"the model returned vectors of shape {vectors.shape}, expected width {self.stamp.dims}"
