@@ -1,0 +1,120 @@
+"""Retrieval latency per stage, p50 and p95, on both backends and two corpora.
+
+Stages are Retriever.retrieve's timings_ms: analyse (document frequencies, typo fixes,
+alias flood checks), embed (the query vector), dense, lexical, fuse, rerank (when a
+reranker is configured) and total. Corpora: examples/ (the 72 labelled questions) and
+the Python 3.11 manual from Debian's python3.11-doc, 10,000+ chunks (benchmarks/corpus.py
+fetches and embeds it once into ~/.cache/citebot/bench; the first run takes tens of
+minutes). Also prints the share of questions whose top 5 is the same on both backends.
+
+    eval "$(scripts/services start)"
+    .venv/bin/python benchmarks/retrieval_latency.py [--corpus examples|python|both]
+        [--reranker PATH] [--json]
+
+No reranker weights can be downloaded on this project's machines; with --reranker (a
+local sentence-transformers CrossEncoder folder) the rerank stage is measured too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import corpus
+
+from ingest.embedder import Embedder
+from search.glossary import Glossary
+from search.retrieve import RetrievalConfig, Retriever
+from search.store import Store
+
+# Passes over the question set after one warm-up pass (caches, JIT, HNSW pages).
+PASSES = {"examples": 2, "python": 5}
+STAGES = ("analyse", "embed", "dense", "lexical", "fuse", "rerank", "total")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def measure(store: Store, embedder: Embedder, questions: list[str], glossary: Glossary,
+            passes: int, reranker=None) -> tuple[dict[str, dict[str, float]], list[list[str]]]:
+    retriever = Retriever(store, embedder.encode_query, glossary,
+                          RetrievalConfig(rerank=reranker is not None), reranker=reranker)
+    tops = [[h.chunk.chunk_id for h in retriever.retrieve(q).hits[:5]] for q in questions]  # warm
+    samples: dict[str, list[float]] = {}
+    for _ in range(passes):
+        for q in questions:
+            for stage, ms in retriever.retrieve(q).timings_ms.items():
+                samples.setdefault(stage, []).append(ms)
+    figures = {
+        stage: {"p50": round(percentile(v, 0.5), 2), "p95": round(percentile(v, 0.95), 2),
+                "n": len(v)}
+        for stage, v in samples.items()
+    }
+    return figures, tops
+
+
+def run(name: str, source, questions: list[str], glossary: Glossary,
+        embedder: Embedder, reranker=None) -> dict[str, Any]:
+    stores = {"embedded": source, "elasticsearch": corpus.elastic_copy(source, f"citebot-bench-{name}")}
+    out: dict[str, Any] = {"corpus": name, "chunks": source.chunk_count(),
+                           "questions": len(questions), "backends": {}}
+    tops = {}
+    for backend, store in stores.items():
+        out["backends"][backend], tops[backend] = measure(
+            store, embedder, questions, glossary, PASSES[name], reranker)
+    same = sum(set(a) == set(b) for a, b in zip(tops["embedded"], tops["elasticsearch"], strict=True))
+    out["top5_parity"] = round(same / len(questions), 3)
+    return out
+
+
+def print_table(result: dict[str, Any]) -> None:
+    emb, es = result["backends"]["embedded"], result["backends"]["elasticsearch"]
+    print(f"\n{result['corpus']}: {result['chunks']} chunks, {result['questions']} questions; "
+          f"same top 5 on both backends: {result['top5_parity']:.3f}")
+    print(f"{'stage':9} {'embedded p50':>13} {'p95':>8} {'elastic p50':>12} {'p95':>8} "
+          f"{'es/emb p50':>10}")
+    for stage in STAGES:
+        if stage not in emb or stage not in es:
+            continue
+        a, b = emb[stage], es[stage]
+        ratio = b["p50"] / a["p50"] if a["p50"] else float("nan")
+        print(f"{stage:9} {a['p50']:>13.2f} {a['p95']:>8.2f} {b['p50']:>12.2f} {b['p95']:>8.2f} "
+              f"{ratio:>10.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", choices=("examples", "python", "both"), default="both")
+    parser.add_argument("--reranker", type=Path, help="local CrossEncoder folder")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    embedder = Embedder()
+    reranker = None
+    if args.reranker:
+        from search.rerank import CrossEncoderReranker
+
+        reranker = CrossEncoderReranker(args.reranker)
+    results = []
+    if args.corpus in ("examples", "both"):
+        glossary = Glossary.load(corpus.REPO / "examples" / "glossary.csv")
+        results.append(run("examples", corpus.examples_store(embedder),
+                           corpus.examples_questions(), glossary, embedder, reranker))
+    if args.corpus in ("python", "both"):
+        results.append(run("python", corpus.embedded_store(embedder), corpus.QUESTIONS,
+                           Glossary.empty(), embedder, reranker))
+    if args.json:
+        print(json.dumps(results, indent=1))
+    else:
+        for r in results:
+            print_table(r)
+
+
+if __name__ == "__main__":
+    main()

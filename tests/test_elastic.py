@@ -1,0 +1,216 @@
+"""Elasticsearch store: versioned indices behind an alias, errors that name the cluster, and
+parity with the embedded store on the sample handbook."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import numpy as np
+import pytest
+
+from ingest.pipeline import ingest
+from search.elastic import ElasticStore, connect
+from search.errors import SearchBackendError, StoreError
+from search.glossary import Glossary
+from search.retrieve import MODES, Retriever
+from search.types import LexicalQuery, WeightedTerms
+from tests import elastic_support
+from tests.conftest import EXAMPLES, HANDBOOK, REPO
+from tests.elastic_support import open_elastic
+from tests.test_store_contract import E2, KITCHEN, RELEASE, SITE, STAMP, fill, make_doc
+
+pytestmark = pytest.mark.elasticsearch
+es_url, es_alias = elastic_support.es_url, elastic_support.es_alias  # fixtures
+
+# The issue's bar: both backends give the same top-5 set for at least this share of the
+# labelled questions.
+PARITY_MIN_SHARE = 0.9
+TOP = 5
+
+
+def versioned(url: str, alias: str) -> dict[str, list[str]]:
+    """Every index of the alias and the aliases each carries."""
+    client = connect(url)
+    try:
+        found = client.indices.get(index=f"{alias}-v*", allow_no_indices=True).body
+    finally:
+        client.close()
+    return {name: sorted(info.get("aliases", {})) for name, info in found.items()}
+
+
+def aliased(url: str, alias: str) -> list[str]:
+    return sorted(name for name, aliases in versioned(url, alias).items() if alias in aliases)
+
+
+def test_an_ingest_builds_a_new_index_and_moves_the_alias_only_at_commit(es_url, es_alias):
+    first = open_elastic(es_url, es_alias)
+    fill(first)
+    (old,) = aliased(es_url, es_alias)
+    reader = open_elastic(es_url, es_alias)
+    before = reader.iter_chunks()
+
+    writer = open_elastic(es_url, es_alias)
+    writer.open_for(STAMP)
+    changed = make_doc("kitchen.md", [(("Kitchen",), "The kettle moved to the annex.", [E2])],
+                       content="v2")
+    writer.replace_document(*changed)
+    writer.delete_documents(["release.md"])
+    # Mid-ingest: a new index exists, but readers still search the old one, whole.
+    assert len(versioned(es_url, es_alias)) == 2
+    assert aliased(es_url, es_alias) == [old]
+    assert reader.iter_chunks() == before
+    assert reader.doc_freqs(["moved", "herding"]) == {"moved": 0, "herding": 1}
+
+    writer.commit_ingest()
+    (new,) = aliased(es_url, es_alias)
+    assert new != old and new > old
+    assert list(versioned(es_url, es_alias)) == [new]  # the old index is gone
+    after = reader.iter_chunks()
+    # Unchanged documents were carried over; the changed one replaced; the deleted one gone.
+    assert [c for c in after if c.source == "site/annex.txt"] == SITE[1]
+    assert [c for c in after if c.source == "kitchen.md"] == changed[1]
+    assert not [c for c in after if c.source == "release.md"]
+    assert reader.document_hashes() == {
+        "kitchen.md": changed[0].content_hash, "site/annex.txt": SITE[0].content_hash}
+    # The carried-over vectors still answer (copied with their windows).
+    assert [cid for cid, _ in reader.dense(SITE[2][0].vector, 1)] == [SITE[1][0].chunk_id]
+    assert reader.doc_freqs(["moved", "herding", "bollard"]) == {
+        "moved": 1, "herding": 0, "bollard": 2}
+
+
+def test_a_run_that_changes_nothing_keeps_the_index(es_url, es_alias):
+    fill(open_elastic(es_url, es_alias))
+    before = aliased(es_url, es_alias)
+    writer = open_elastic(es_url, es_alias)
+    writer.open_for(STAMP)
+    writer.commit_ingest()
+    assert aliased(es_url, es_alias) == before and len(versioned(es_url, es_alias)) == 1
+
+
+def test_an_ingest_that_never_commits_leaves_nothing_behind(es_url, es_alias):
+    fill(open_elastic(es_url, es_alias))
+    (old,) = aliased(es_url, es_alias)
+    writer = open_elastic(es_url, es_alias)
+    writer.open_for(STAMP)
+    writer.replace_document(*make_doc("new.md", [(("New",), "Fresh text.", [E2])]))
+    assert len(versioned(es_url, es_alias)) == 2
+    writer.close()  # e.g. the ingest raised: its half-built index is deleted
+    assert list(versioned(es_url, es_alias)) == [old]
+    assert open_elastic(es_url, es_alias).chunk_count() == 10
+
+
+def test_a_commit_leaves_a_young_build_of_another_ingest_alone(es_url, es_alias):
+    fill(open_elastic(es_url, es_alias))
+    slow = open_elastic(es_url, es_alias)  # another ingest, still running
+    slow.open_for(STAMP)
+    slow.replace_document(*RELEASE)
+    fast = open_elastic(es_url, es_alias)
+    fast.open_for(STAMP)
+    fast.replace_document(*KITCHEN)
+    fast.commit_ingest()
+    assert len(versioned(es_url, es_alias)) == 2  # fast's index (aliased) and slow's build
+    slow.commit_ingest()
+    assert len(versioned(es_url, es_alias)) == 1
+    assert open_elastic(es_url, es_alias).chunk_count() == 10
+
+
+def test_the_model_stamp_lives_in_the_index_mapping(es_url, es_alias):
+    fill(open_elastic(es_url, es_alias))
+    (index,) = aliased(es_url, es_alias)
+    client = connect(es_url)
+    meta = client.indices.get_mapping(index=index)[index]["mappings"]["_meta"]["citebot"]
+    client.close()
+    assert meta["model"] == {"name": STAMP.name, "dims": STAMP.dims, "checksum": STAMP.checksum}
+    assert meta["state"] == "complete"
+
+
+def test_an_index_named_like_the_alias_is_refused_with_the_fix(es_url, es_alias):
+    client = connect(es_url)
+    client.indices.create(index=es_alias)
+    try:
+        with pytest.raises(StoreError, match="CITEBOT_INDEX"):
+            open_elastic(es_url, es_alias).open_for(STAMP)
+    finally:
+        client.indices.delete(index=es_alias)
+        client.close()
+
+
+def test_a_cluster_that_is_down_is_named_in_the_error():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    store = ElasticStore(connect(url, timeout_s=2), alias="citebot")
+    with pytest.raises(SearchBackendError, match=f"127.0.0.1:{port}") as err:
+        store.dense(np.ones(4, np.float32) / 2, 5)
+    assert "CITEBOT_ES_URL" in str(err.value)
+    with pytest.raises(SearchBackendError, match=f"127.0.0.1:{port}"):
+        store.lexical(LexicalQuery((WeightedTerms(("kettle",)),)), 5)
+    with pytest.raises(StoreError, match=f"127.0.0.1:{port}"):
+        store.stamp()
+
+
+def test_a_bad_alias_name_is_refused_with_the_setting_to_fix(es_url):
+    with pytest.raises(StoreError, match="CITEBOT_INDEX"):
+        ElasticStore(connect(es_url), alias="Has Spaces")
+
+
+# -- parity with the embedded store on examples/ ---------------------------------------------------
+@pytest.fixture()
+def handbook_elastic(es_url, es_alias, embedder, monkeypatch):
+    """The sample handbook ingested into Elasticsearch with the same pipeline and model."""
+    monkeypatch.chdir(REPO)  # sources named as in the examples_store fixture
+    store = open_elastic(es_url, es_alias)
+    summary = ingest([HANDBOOK], store, embedder, progress=False)
+    assert summary.skipped == []
+    again = ingest([HANDBOOK], store, embedder, progress=False)  # idempotent
+    assert (again.documents, again.unchanged) == (0, summary.documents)
+    yield store
+    store.close()
+
+
+@pytest.mark.slow
+def test_both_backends_hold_the_same_handbook_and_rank_alike(
+    handbook_elastic, examples_store, embedder, capsys
+):
+    es, emb = handbook_elastic, examples_store
+    assert es.iter_chunks() == emb.iter_chunks()
+    assert es.document_hashes() == emb.document_hashes()
+    vocab = emb.vocabulary()
+    assert es.vocabulary() == vocab
+    terms = sorted(vocab)
+    assert es.doc_freqs(terms) == emb.doc_freqs(terms)
+
+    questions = [json.loads(line) for line in (EXAMPLES / "questions.jsonl").open()]
+    vectors = {q["question"]: embedder.encode_query(q["question"]) for q in questions}
+    glossary = Glossary.load(EXAMPLES / "glossary.csv")
+    shares: dict[str, float] = {}
+    differences: dict[str, list[str]] = {}
+    for mode in MODES:
+        retrievers = [Retriever(s, vectors.__getitem__, glossary) for s in (emb, es)]
+        same = []
+        for q in questions:
+            tops = [{h.chunk.chunk_id for h in r.retrieve(q["question"], mode=mode).hits[:TOP]}
+                    for r in retrievers]
+            same.append(tops[0] == tops[1])
+            if tops[0] != tops[1]:
+                differences.setdefault(mode, []).append(q["id"])
+        shares[mode] = sum(same) / len(same)
+    with capsys.disabled():
+        print(f"\nparity on {len(questions)} labelled questions, same top-{TOP} set: "
+              + ", ".join(f"{m} {shares[m]:.3f}" for m in MODES)
+              + (f"; differing: {differences}" if differences else ""))
+    assert all(share >= PARITY_MIN_SHARE for share in shares.values()), (shares, differences)
+
+
+@pytest.mark.slow
+def test_lexical_scores_agree_with_the_embedded_store(handbook_elastic, examples_store):
+    questions = [json.loads(line)["question"] for line in (EXAMPLES / "questions.jsonl").open()]
+    from search.text import content_words
+
+    for question in questions:
+        query = LexicalQuery((WeightedTerms(tuple(content_words(question))),))
+        mine, theirs = handbook_elastic.lexical(query, 30), examples_store.lexical(query, 30)
+        assert [c for c, _ in mine] == [c for c, _ in theirs], question
+        assert np.allclose([s for _, s in mine], [s for _, s in theirs], rtol=1e-9)

@@ -1,0 +1,313 @@
+"""One contract for every store: the embedded store and Elasticsearch, same writes, same reads.
+
+A tiny hand-made collection with hand-made unit vectors, so every expected answer can be
+worked out by reading the test. Writes are followed by commit_ingest(), which is what
+makes an ingest run visible on Elasticsearch (a no-op for the embedded store).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pytest
+
+from search.embedded import EmbeddedStore
+from search.errors import DimensionError, ModelMismatchError, StoreError
+from search.store import Store
+from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, WeightedTerms, Window
+from tests import elastic_support
+from tests.elastic_support import open_elastic
+
+es_url, es_alias = elastic_support.es_url, elastic_support.es_alias  # fixtures
+
+DIMS = 4
+STAMP = ModelStamp("test/model-a", DIMS, "a" * 64)
+OTHER = ModelStamp("test/model-b", DIMS, "b" * 64)
+
+
+def unit(*xs: float) -> np.ndarray:
+    v = np.asarray(xs, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+E1, E2, E3, E4 = (unit(*row) for row in np.eye(DIMS))
+
+
+def make_doc(source: str, sections: list[tuple[tuple[str, ...], str, list[np.ndarray]]],
+             content: str = "v1") -> tuple[DocumentRecord, list[Chunk], list[Window]]:
+    doc_id = "d-" + source.replace("/", "-").replace(".", "-")
+    doc = DocumentRecord(doc_id, source, f"hash-{source}-{content}", source.title(), "markdown")
+    chunks, windows = [], []
+    for ordinal, (heading, text, vectors) in enumerate(sections):
+        cid = f"{doc_id}-{content}-{ordinal}"
+        chunks.append(Chunk(cid, doc_id, source, heading, None if ordinal else "i", ordinal,
+                            text, tokens=len(text.split()), overlap_prev=0, overlap_next=0))
+        step = max(1, len(text) // len(vectors))
+        for i, v in enumerate(vectors):
+            windows.append(Window(cid, i, i * step, min(len(text), (i + 1) * step), v))
+    return doc, chunks, windows
+
+
+# Ten chunks in three documents. Words that tests look for: "kettle" (text of k0 twice,
+# k1 once), "bollard" (b0 text, and only the heading of b1), "herding cats" (one phrase),
+# "descale" (one chunk), "Zürich" (diacritics fold to "zurich").
+KITCHEN = make_doc("kitchen.md", [
+    (("Kitchen", "Kettle"), "The kettle sings in B flat. Fill the kettle before nine.", [E1]),
+    (("Kitchen", "Cleaning"), "Descale the kettle on Fridays and wipe the counters.",
+     [unit(1, 1, 0, 0), E2]),
+    (("Kitchen", "Rota"), "The rota lists who buys milk, coffee and tea each week.", [E2]),
+])
+SITE = make_doc("site/annex.txt", [
+    (("Annex",), "Park beside the yellow bollard by Dock 7 at the Zürich annex.", [E3]),
+    (("Annex", "Bollard"), "Visitors sign in at the front desk and wear a badge.", [unit(0, 0, 1, 1)]),
+    (("Annex", "Lunch"), "Lunch is served from noon in the canteen on level two.", [unit(0, 1, 1, 0)]),
+    (("Annex", "Fire"), "Fire drills happen twice a year; follow the wardens outside.", [E4]),
+])
+RELEASE = make_doc("release.md", [
+    (("Release",), "Shipping without the train is like herding cats in a wind tunnel.", [unit(1, 0, 0, 1)]),
+    (("Release", "Soak"), "The soak runs for 72 hours on the test warehouse floor.", [unit(1, 0, 1, 0)]),
+    (("Release", "Gate"), "A go or no-go meeting closes each soak before shipping.", [unit(0, 1, 0, 1)]),
+])
+ALL_DOCS = [RELEASE, KITCHEN, SITE]
+
+
+class Backend:
+    """Opens the same store again, as another process would."""
+
+    def __init__(self, name: str, opener: Callable[[], Store]) -> None:
+        self.name = name
+        self.opener = opener
+        self.opened: list[Store] = []
+
+    def open(self) -> Store:
+        store = self.opener()
+        self.opened.append(store)
+        return store
+
+    def close(self) -> None:
+        for store in self.opened:
+            store.close()
+
+
+@pytest.fixture(params=["embedded", pytest.param("elasticsearch", marks=pytest.mark.elasticsearch)])
+def backend(request, tmp_path) -> Iterator[Backend]:
+    if request.param == "embedded":
+        b = Backend("embedded", lambda: EmbeddedStore(tmp_path / "store"))
+    else:
+        url, alias = request.getfixturevalue("es_url"), request.getfixturevalue("es_alias")
+        b = Backend("elasticsearch", lambda: open_elastic(url, alias))
+    yield b
+    b.close()
+
+
+def fill(store: Store, docs=ALL_DOCS) -> None:
+    store.open_for(STAMP)
+    for doc, chunks, windows in docs:
+        store.replace_document(doc, chunks, windows)
+    store.commit_ingest()
+
+
+@pytest.fixture()
+def store(backend) -> Store:
+    """The collection written by one connection and read through another."""
+    fill(backend.open())
+    return backend.open()
+
+
+def ids(ranked) -> list[str]:
+    return [cid for cid, _ in ranked]
+
+
+def chunk_ids(doc) -> list[str]:
+    return [c.chunk_id for c in doc[1]]
+
+
+# -- empty store, stamps, widths ---------------------------------------------------------------
+def test_an_empty_store_answers_with_nothing(backend):
+    store = backend.open()
+    assert store.stamp() is None
+    assert store.chunk_count() == 0
+    assert store.iter_chunks() == [] and store.get_chunks(["nope"]) == []
+    assert store.document_hashes() == {}
+    assert store.dense(E1, 5) == []
+    assert store.lexical(LexicalQuery((WeightedTerms(("kettle",)),)), 5) == []
+    assert store.doc_freqs(["kettle"]) == {"kettle": 0}
+    assert store.vocabulary() == set() and store.sources_matching(["kettle"]) == []
+    assert store.phrase_matches(("herding", "cats"), 3) == []
+
+
+def test_open_for_stamps_the_store_and_a_reader_sees_the_stamp(backend):
+    writer = backend.open()
+    writer.open_for(STAMP)
+    assert writer.stamp() == STAMP
+    fill(writer)
+    assert backend.open().stamp() == STAMP
+
+
+def test_another_models_store_is_refused_naming_both_models(store, backend):
+    with pytest.raises(ModelMismatchError) as err:
+        backend.open().open_for(OTHER)
+    assert "test/model-a" in str(err.value) and "test/model-b" in str(err.value)
+    store.open_for(STAMP)  # the right model opens fine
+
+
+def test_vectors_of_the_wrong_width_are_refused(backend):
+    store = backend.open()
+    store.open_for(STAMP)
+    doc, chunks, windows = KITCHEN
+    bad = [Window(w.chunk_id, w.index, w.start, w.end, np.ones(DIMS + 1, np.float32) / 5)
+           for w in windows]
+    with pytest.raises(DimensionError):
+        store.replace_document(doc, chunks, bad)
+    store.replace_document(doc, chunks, windows)
+    store.commit_ingest()
+    with pytest.raises(DimensionError):
+        backend.open().dense(np.ones(DIMS + 2, np.float32) / 3, 3)
+
+
+def test_writing_before_any_stamp_is_refused(backend):
+    doc, chunks, windows = KITCHEN
+    with pytest.raises(StoreError):
+        backend.open().replace_document(doc, chunks, windows)
+
+
+# -- writes and reads ----------------------------------------------------------------------------
+def test_chunks_come_back_whole_in_reading_order(store):
+    expected = sorted((c for d in ALL_DOCS for c in d[1]), key=lambda c: (c.source, c.ordinal))
+    assert store.iter_chunks() == expected
+    assert store.chunk_count() == 10
+    assert store.document_hashes() == {d[0].source: d[0].content_hash for d in ALL_DOCS}
+
+
+def test_get_chunks_keeps_the_order_asked_and_leaves_out_unknown_ids(store):
+    wanted = [chunk_ids(SITE)[2], "no-such-chunk", chunk_ids(KITCHEN)[0]]
+    got = store.get_chunks(wanted)
+    assert [c.chunk_id for c in got] == [wanted[0], wanted[2]]
+    assert got[1] == KITCHEN[1][0]  # heading path, page label, text: all as written
+    assert store.get_chunks([]) == []
+
+
+def test_neighbours_are_the_previous_and_next_chunk_of_the_same_document(store):
+    first, middle, last = KITCHEN[1]
+    assert store.neighbours(middle) == (first, last)
+    assert store.neighbours(first) == (None, middle)
+    assert store.neighbours(last) == (middle, None)
+
+
+def test_replacing_a_document_replaces_all_its_chunks(backend, store):
+    new = make_doc("kitchen.md", [(("Kitchen",), "The kettle moved to the annex kitchen.", [E2])],
+                   content="v2")
+    writer = backend.open()
+    writer.open_for(STAMP)
+    writer.replace_document(*new)
+    writer.commit_ingest()
+    reader = backend.open()
+    kitchen = [c for c in reader.iter_chunks() if c.source == "kitchen.md"]
+    assert kitchen == new[1]
+    assert reader.chunk_count() == 8
+    assert reader.document_hashes()["kitchen.md"] == "hash-kitchen.md-v2"
+    assert reader.get_chunks(chunk_ids(KITCHEN)) == []
+    assert reader.doc_freqs(["descale", "moved"]) == {"descale": 0, "moved": 1}
+    assert ids(reader.dense(E2, 1)) == [new[1][0].chunk_id]
+
+
+def test_deleting_documents_removes_chunks_vectors_and_words(backend, store):
+    writer = backend.open()
+    writer.open_for(STAMP)
+    writer.delete_documents(["site/annex.txt", "release.md"])
+    writer.commit_ingest()
+    reader = backend.open()
+    assert [c.source for c in reader.iter_chunks()] == ["kitchen.md"] * 3
+    assert set(reader.document_hashes()) == {"kitchen.md"}
+    assert reader.doc_freqs(["bollard"]) == {"bollard": 0}
+    assert set(ids(reader.dense(E3, 10))) <= set(chunk_ids(KITCHEN))
+
+
+# -- lexical arm ---------------------------------------------------------------------------------
+def test_lexical_ranks_by_bm25_over_text_and_heading(store):
+    k0, k1, _ = chunk_ids(KITCHEN)
+    ranked = store.lexical(LexicalQuery((WeightedTerms(("kettle",)),)), 10)
+    # k0 holds "kettle" twice in its text (and once in its heading), k1 once.
+    assert ids(ranked) == [k0, k1]
+    assert ranked[0][1] > ranked[1][1] > 0
+
+
+def test_a_heading_match_counts_for_less_than_a_text_match(store):
+    b0, b1, _, _ = chunk_ids(SITE)
+    ranked = store.lexical(LexicalQuery((WeightedTerms(("bollard",)),)), 10)
+    assert ids(ranked) == [b0, b1]  # b1 has "Bollard" only in its heading
+
+
+def test_group_weights_scale_each_groups_share(store):
+    k0 = chunk_ids(KITCHEN)[0]
+    soak_chunks = set(chunk_ids(RELEASE)[1:])
+    heavy_soak = LexicalQuery((WeightedTerms(("soak",), 1.0), WeightedTerms(("kettle",), 0.05)))
+    assert set(ids(store.lexical(heavy_soak, 10))[:2]) == soak_chunks
+    heavy_kettle = LexicalQuery((WeightedTerms(("soak",), 0.05), WeightedTerms(("kettle",), 1.0)))
+    assert ids(store.lexical(heavy_kettle, 10))[0] == k0
+    assert len(store.lexical(heavy_kettle, 3)) == 3
+
+
+def test_phrases_search_the_text_only(store):
+    r0 = chunk_ids(RELEASE)[0]
+    ranked = store.lexical(LexicalQuery((), (("herding cats", 1.0),)), 10)
+    assert ids(ranked) == [r0]
+    assert store.lexical(LexicalQuery((), (("cats herding", 1.0),)), 10) == []
+    assert store.phrase_matches(("herding", "cats", "in", "a", "wind", "tunnel"), 3) == [r0]
+    assert store.phrase_matches(("kitchen", "kettle"), 3) == []  # a heading is not text
+
+
+def test_phrase_matches_returns_at_most_limit_plus_one(store):
+    # "the" is in the text of 9 chunks
+    assert len(store.phrase_matches(("the",), 2)) == 3
+    assert len(store.phrase_matches(("the",), 50)) == 9
+
+
+def test_diacritics_and_case_fold_as_in_the_query_tokeniser(store):
+    b0 = chunk_ids(SITE)[0]
+    assert ids(store.lexical(LexicalQuery((WeightedTerms(("zurich",)),)), 5)) == [b0]
+    assert store.doc_freqs(["zurich", "zürich"]) == {"zurich": 1, "zürich": 0}
+
+
+# -- counts and vocabulary ----------------------------------------------------------------------
+def test_document_frequencies_count_chunks_holding_the_term_in_text_or_heading(store):
+    assert store.doc_freqs(["kettle", "bollard", "soak", "the", "absent", "herding"]) == {
+        "kettle": 2, "bollard": 2, "soak": 2, "the": 9, "absent": 0, "herding": 1,
+    }
+    assert store.doc_freqs([]) == {}
+
+
+def test_sources_matching_lists_one_source_per_chunk_with_the_term_in_its_text(store):
+    found = Counter(store.sources_matching(["kettle", "bollard", "soak"]))
+    # b1's "Bollard" is only in its heading: not counted.
+    assert found == Counter({"kitchen.md": 2, "site/annex.txt": 1, "release.md": 2})
+    assert store.sources_matching([]) == []
+
+
+def test_vocabulary_holds_every_indexed_term_of_text_and_headings(store):
+    vocab = store.vocabulary()
+    assert {"kettle", "bollard", "zurich", "72", "cats", "lunch", "cleaning"} <= vocab
+    assert "kettles" not in vocab and "zürich" not in vocab
+    assert all(t == t.lower() for t in vocab)
+
+
+# -- dense arm -----------------------------------------------------------------------------------
+def test_dense_ranks_chunks_by_their_best_window_with_cosine_scores(store):
+    k0, k1, k2 = chunk_ids(KITCHEN)
+    ranked = store.dense(E2, 3)
+    # k1 has a window equal to E2 (its other window is between E1 and E2); k2 is E2 too.
+    assert set(ids(ranked[:2])) == {k1, k2}
+    assert ranked[0][1] == pytest.approx(1.0, abs=1e-4)
+    assert ranked[2][1] == pytest.approx(float(unit(0, 1, 1, 0) @ E2), abs=1e-4)
+    best = store.dense(unit(1, 0.9, 0, 0), 2)
+    assert ids(best) == [k1, k0]  # k1's first window is (1,1,0,0)/√2
+    assert best[0][1] == pytest.approx(float(unit(1, 1, 0, 0) @ unit(1, 0.9, 0, 0)), abs=1e-4)
+
+
+def test_dense_returns_k_distinct_chunks(store):
+    ranked = store.dense(unit(1, 1, 1, 1), 10)
+    assert len(ranked) == 10 and len(set(ids(ranked))) == 10
+    assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
+    assert len(store.dense(E1, 4)) == 4
