@@ -1,10 +1,10 @@
 """Word tokens for the lexical arm, matching SQLite FTS5's unicode61 tokenizer.
 
-unicode61 (remove_diacritics 2) folds case and diacritics and splits on anything that
-is not a letter or a digit; query terms must be cut the same way or a term the index
-holds is never asked for. Elasticsearch's standard analyzer agrees on everything the
-sample collection contains except apostrophes inside words ("don't" is one token
-there, two here), which the parity test reports.
+unicode61 (remove_diacritics 2) lower-cases, strips diacritics and splits on anything
+that is not a letter or a digit; query terms must be cut the same way or a term the
+index holds is never asked for. The Elasticsearch store indexes these same tokens (a
+whitespace-analysed field filled by words()), because Elasticsearch's standard
+analyzer cut 186 of the 367 sample chunks differently ("customer’s", "1.6").
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ STOPWORDS = frozenset(
 
 
 def fold(text: str) -> str:
-    """Lower-case and strip diacritics, as unicode61 does."""
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    """Lower-case and strip diacritics, as unicode61 does: canonical decomposition only
+    (NFKD would turn "x²" into "x2" and "ⅸ" into "ix") and lower() not casefold()
+    ("ß" stays "ß"; casefold made "Fußballer" unfindable)."""
+    decomposed = unicodedata.normalize("NFD", text.lower())
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 

@@ -165,3 +165,16 @@ def test_parse_config_toggles_features():
     with pytest.raises(ConfigError):
         parse_config("hybrid+magic", RetrievalConfig())
     assert replace(cfg, mode="dense").mode == "dense"
+
+
+def test_query_words_are_cut_exactly_as_fts5_indexes_them():
+    import sqlite3
+
+    from search.text import words
+
+    text = "Fußballer café x² ⅸ Ångström naïve ÉCOLE İstanbul Ωmega ﬁle don’t 1.6 snake_case"
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE f USING fts5(t, tokenize='unicode61 remove_diacritics 2')")
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(f, 'row')")
+    db.execute("INSERT INTO f VALUES (?)", (text,))
+    assert sorted(set(words(text))) == sorted(r[0] for r in db.execute("SELECT term FROM v"))
