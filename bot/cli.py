@@ -7,6 +7,7 @@ components are built from them and handed on. Errors exit non-zero with the mess
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import uuid
 from pathlib import Path
@@ -153,6 +154,10 @@ def chat(obj: _Context) -> None:
     answerer = obj.components.answerer
     thread = "chat-" + uuid.uuid4().hex[:8]
     interactive = sys.stdin.isatty()
+    if sys.stderr.isatty():
+        # The per-turn log line is for servers; on a terminal it would interleave with
+        # the conversation. The turn is still recorded in the turn log.
+        logging.getLogger("citebot.turn").setLevel(logging.WARNING)
     if interactive:
         click.echo("citebot chat — ask about the collection; follow-ups continue the thread. "
                    "Ctrl-D to leave.")
