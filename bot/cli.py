@@ -131,7 +131,8 @@ def _print_turn(record, as_json: bool) -> None:
         click.echo("Sources:")
         for p in record.passages:
             page = f", p. {p['page']}" if p["page"] else ""
-            click.echo(f"  [{p['number']}] {p['source']} — {' > '.join(p['heading_path'])}{page}")
+            old = " (superseded)" if p.get("superseded") else ""
+            click.echo(f"  [{p['number']}] {p['source']} — {' > '.join(p['heading_path'])}{page}{old}")
     click.echo(f"turn {record.turn_id}")
 
 

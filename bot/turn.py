@@ -273,7 +273,7 @@ class Answerer:
         record.passages = [
             {"number": p.number, "chunk_id": p.chunk.chunk_id, "source": p.chunk.source,
              "heading_path": list(p.chunk.heading_path), "page": p.chunk.page,
-             "chars": len(p.text)}
+             "chars": len(p.text), "superseded": p.chunk.superseded}
             for p in passages
         ]
         glossary = self.retriever.glossary

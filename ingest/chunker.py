@@ -106,6 +106,7 @@ def chunk_document(
 ) -> list[Chunk]:
     """Split a loaded document into chunks in reading order."""
     cfg = cfg or ChunkingConfig()
+    superseded = doc.superseded()
     chunks: list[Chunk] = []
     for section in doc.sections:
         paras = section.paragraphs
@@ -140,6 +141,7 @@ def chunk_document(
                     tokens=count_tokens(text),
                     overlap_prev=overlap_prev,
                     overlap_next=overlap_next,
+                    superseded=superseded,
                 )
             )
             prev_start, prev_end = start, end

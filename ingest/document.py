@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 
@@ -21,6 +22,17 @@ class Section:
     paragraphs: list[Paragraph] = field(default_factory=list)
 
 
+# A document that says, near its top, that it no longer holds: its passages are still
+# found, but rank below current ones and are marked. The sample handbook's 2022 runbook
+# ("DEPRECATED") and 2023 travel policy ("Superseded") outranked their current versions
+# for "Which version of Klaxon…?" (dev a-15).
+_SUPERSEDED = re.compile(
+    r"\b(deprecated|superseded|obsolete|no longer (?:current|valid|in use|in force|maintained))\b",
+    re.IGNORECASE)
+# How much of the document's opening is read for that notice.
+STATUS_WINDOW_CHARS = 600
+
+
 @dataclass
 class LoadedDocument:
     """A file turned into sections, ready for the chunker."""
@@ -29,6 +41,11 @@ class LoadedDocument:
     title: str
     format: str
     sections: list[Section]
+
+    def superseded(self) -> bool:
+        """Whether the title or the opening says the document is deprecated or superseded."""
+        opening = " ".join(p.text for s in self.sections for p in s.paragraphs)[:STATUS_WINDOW_CHARS]
+        return bool(_SUPERSEDED.search(self.title) or _SUPERSEDED.search(opening))
 
     def paragraph_count(self) -> int:
         return sum(len(s.paragraphs) for s in self.sections)

@@ -79,7 +79,8 @@ from search.text import words
 from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window
 
 # Version of the index layout below; an index of another format is refused on open.
-INDEX_FORMAT = 1
+# 2: chunks carry `superseded` (their document says it no longer holds).
+INDEX_FORMAT = 2
 
 # One primary shard: BM25 statistics and document counts are exact (no dfs round
 # trip), and a 10,000-chunk collection is a few hundred megabytes, far from the size
@@ -149,7 +150,7 @@ VOCAB_PAGE = 10_000
 
 _CHUNK_FIELDS = [
     "chunk_id", "doc_id", "source", "heading_path", "page", "ordinal", "text", "tokens",
-    "overlap_prev", "overlap_next",
+    "overlap_prev", "overlap_next", "superseded",
 ]
 
 
@@ -178,6 +179,7 @@ def mapping_for(stamp: ModelStamp, state: str) -> dict[str, Any]:
             "heading_path": stored, "page": stored,
             "text": {"type": "text", "index": False},
             "tokens": number, "overlap_prev": number, "overlap_next": number,
+            "superseded": {"type": "boolean", "index": False},
             "n_tokens": {"type": "integer", "index": False},  # words + heading tokens
             "words": words_field, "heading": words_field,
             "vocab": {"type": "keyword", "index": False, "ignore_above": MAX_TOKEN_CHARS},
@@ -743,7 +745,7 @@ def _chunk_action(index: str, c: Chunk, windows: Sequence[Window]) -> dict[str, 
             "kind": "chunk", "chunk_id": c.chunk_id, "doc_id": c.doc_id, "source": c.source,
             "ordinal": c.ordinal, "heading_path": list(c.heading_path), "page": c.page,
             "text": c.text, "tokens": c.tokens, "overlap_prev": c.overlap_prev,
-            "overlap_next": c.overlap_next,
+            "overlap_next": c.overlap_next, "superseded": c.superseded,
             "words": " ".join(text_words), "heading": " ".join(heading_words),
             "vocab": sorted(set(text_words) | set(heading_words)),
             "n_tokens": len(text_words) + len(heading_words),
@@ -762,6 +764,7 @@ def _chunk(src: dict[str, Any]) -> Chunk:
         heading_path=tuple(src.get("heading_path") or ()), page=src.get("page"),
         ordinal=int(src["ordinal"]), text=src["text"], tokens=int(src["tokens"]),
         overlap_prev=int(src.get("overlap_prev", 0)), overlap_next=int(src.get("overlap_next", 0)),
+        superseded=bool(src.get("superseded", False)),
     )
 
 

@@ -87,6 +87,11 @@ def m002_turns(db: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m003_superseded(db: sqlite3.Connection) -> None:
+    db.execute("ALTER TABLE chunks ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0")
+
+
 class EmbeddedStore:
     """SQLite + FTS5 + numpy store in one directory."""
 
@@ -181,12 +186,12 @@ class EmbeddedStore:
                 for c in chunks:
                     cur = self._db.execute(
                         "INSERT INTO chunks (chunk_id, doc_id, source, ordinal, heading_path,"
-                        " page, text, tokens, overlap_prev, overlap_next)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " page, text, tokens, overlap_prev, overlap_next, superseded)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             c.chunk_id, c.doc_id, c.source, c.ordinal,
                             json.dumps(list(c.heading_path), ensure_ascii=False), c.page, c.text,
-                            c.tokens, c.overlap_prev, c.overlap_next,
+                            c.tokens, c.overlap_prev, c.overlap_next, int(c.superseded),
                         ),
                     )
                     rowid = int(cur.lastrowid or 0)
@@ -236,7 +241,7 @@ class EmbeddedStore:
     # -- reads ----------------------------------------------------------------------------
     _CHUNK_COLS = (
         "chunk_id, doc_id, source, heading_path, page, ordinal, text, tokens,"
-        " overlap_prev, overlap_next"
+        " overlap_prev, overlap_next, superseded"
     )
 
     @staticmethod
@@ -244,7 +249,7 @@ class EmbeddedStore:
         return Chunk(
             chunk_id=row[0], doc_id=row[1], source=row[2],
             heading_path=tuple(json.loads(row[3])), page=row[4], ordinal=row[5], text=row[6],
-            tokens=row[7], overlap_prev=row[8], overlap_next=row[9],
+            tokens=row[7], overlap_prev=row[8], overlap_next=row[9], superseded=bool(row[10]),
         )
 
     def iter_chunks(self) -> list[Chunk]:

@@ -66,6 +66,10 @@ FLOOD_MIN_CHUNKS = 4
 FLOOD_COLLECTION_SHARE = 0.15
 # How many matching chunks the flood check reads at most.
 FLOOD_SCAN_LIMIT = 2000
+# A passage of a document that calls itself deprecated or superseded keeps this share of
+# its fused score: found when asked for, but below the current version. With it, dev
+# question a-15 ("Which version of Klaxon…?") ranks the current runbook first.
+SUPERSEDED_WEIGHT = 0.5
 # The reranker rescores this many fused candidates (addresses stay first).
 RERANK_TOP_N = 20
 # Widening: a hit whose question words sit in its last (first) fifth is probably cut
@@ -325,6 +329,10 @@ class Retriever:
                     fused[cid] = fused.get(cid, 0.0) + weight / (cfg.rrf_k + i + 1)
         for cid in addressed:
             fused.setdefault(cid, 0.0)
+        candidates = {c.chunk_id: c for c in self.store.get_chunks(list(fused))}
+        for cid, chunk in candidates.items():
+            if chunk.superseded:
+                fused[cid] *= SUPERSEDED_WEIGHT
         order = sorted(fused, key=lambda c: (-addressed.get(c, 0.0), -fused[c], c))[:top_k]
         timings["fuse"] = (time.perf_counter() - t) * 1000
 
@@ -334,7 +342,8 @@ class Retriever:
             t = time.perf_counter()
             order = self._rerank(question, order, addressed, fused)
             timings["rerank"] = (time.perf_counter() - t) * 1000
-        chunks = {c.chunk_id: c for c in self.store.get_chunks(order)}
+        missing = [c for c in order if c not in candidates]
+        chunks = {**candidates, **{c.chunk_id: c for c in self.store.get_chunks(missing)}}
         hits = []
         for cid in order:
             if cid not in chunks:
@@ -342,6 +351,8 @@ class Retriever:
             reasons = []
             if cid in addressed:
                 reasons.append("address")
+            if chunks[cid].superseded:
+                reasons.append("superseded")
             hits.append(Hit(
                 chunk=chunks[cid], score=round(fused[cid] + addressed.get(cid, 0.0), 6),
                 dense_rank=dense_rank.get(cid), lexical_rank=lexical_rank.get(cid),

@@ -38,6 +38,7 @@ class Chunk:
     tokens: int
     overlap_prev: int = 0
     overlap_next: int = 0
+    superseded: bool = False  # its document says it is deprecated or superseded
 
     def without_overlap_prev(self) -> str:
         """The text with the leading overlap removed (it is already in the previous chunk)."""

@@ -178,3 +178,25 @@ def test_query_words_are_cut_exactly_as_fts5_indexes_them():
     db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(f, 'row')")
     db.execute("INSERT INTO f VALUES (?)", (text,))
     assert sorted(set(words(text))) == sorted(r[0] for r in db.execute("SELECT term FROM v"))
+
+
+def test_a_superseded_document_ranks_below_its_current_version(retriever):
+    r = retriever.retrieve("Which version of Klaxon does the on-call team use?")
+    top = r.hits[0].chunk
+    assert top.source.endswith("operations/oncall-runbook.md") and not top.superseded
+    old = [h for h in r.hits if h.chunk.source.endswith("oncall-runbook-2022.md")]
+    assert old and all(h.chunk.superseded and "superseded" in h.reasons for h in old)
+
+
+def test_superseded_is_read_from_the_title_or_opening_only():
+    from ingest.document import LoadedDocument, Paragraph, Section
+
+    def doc(title, first, later="Nothing to see."):
+        return LoadedDocument("x.md", title, "markdown", [
+            Section((title,), [Paragraph(first), Paragraph("Body text. " * 80), Paragraph(later)])])
+
+    assert doc("Travel Policy (2023)", "Superseded by the 2024 policy.").superseded()
+    assert doc("Runbook — DEPRECATED", "Use the new one.").superseded()
+    assert not doc("Runbook", "How to page.").superseded()
+    # A word far into the text is about something else ("the deprecated API"), not the page.
+    assert not doc("API guide", "How to call us.", later="The v1 endpoint is deprecated.").superseded()

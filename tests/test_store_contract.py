@@ -311,3 +311,17 @@ def test_dense_returns_k_distinct_chunks(store):
     assert len(ranked) == 10 and len(set(ids(ranked))) == 10
     assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
     assert len(store.dense(E1, 4)) == 4
+
+
+def test_the_superseded_mark_survives_a_round_trip(backend, store):
+    from dataclasses import replace
+
+    doc, chunks, windows = make_doc("old.md", [(("Old",), "The old rota, kept for the record.", [E1])])
+    chunks = [replace(c, superseded=True) for c in chunks]
+    writer = backend.open()
+    writer.open_for(STAMP)
+    writer.replace_document(doc, chunks, windows)
+    writer.commit_ingest()
+    reader = backend.open()
+    assert [c.superseded for c in reader.get_chunks([chunks[0].chunk_id])] == [True]
+    assert all(not c.superseded for c in reader.iter_chunks() if c.source != "old.md")
