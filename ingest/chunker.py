@@ -113,7 +113,6 @@ def chunk_document(
         tokens = [count_tokens(p.text) for p in paras]
         plan = plan_section(tokens, cfg)
         prev_end = 0
-        prev_start = 0
         for i, (start, end) in enumerate(plan):
             group = paras[start:end]
             text = PARAGRAPH_SEPARATOR.join(p.text for p in group)
@@ -144,5 +143,5 @@ def chunk_document(
                     superseded=superseded,
                 )
             )
-            prev_start, prev_end = start, end
+            prev_end = end
     return chunks

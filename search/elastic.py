@@ -660,18 +660,6 @@ class ElasticStore:
                  for b in res.get("aggregations", {}).get("df", {}).get("buckets", [])}
         return {t: found.get(t, 0) for t in terms}
 
-    def sources_matching(self, terms: Sequence[str]) -> list[str]:
-        terms = [t for t in terms if words(t)]
-        if not terms:
-            return []
-        res = self._search(
-            "finding the sources of terms", size=0, query={"constant_score": {
-                "filter": _any_of("words", terms, 1.0)}},
-            aggs={"by_source": {"terms": {"field": "source", "size": 65_536}}},
-        )
-        return [b["key"] for b in res.get("aggregations", {}).get("by_source", {}).get("buckets", [])
-                for _ in range(int(b["doc_count"]))]
-
     def vocabulary(self) -> set[str]:
         vocab: set[str] = set()
         after: dict[str, Any] | None = None

@@ -364,14 +364,6 @@ class EmbeddedStore:
             f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", list(terms)))
         return {t: int(found.get(t, 0)) for t in terms}
 
-    def sources_matching(self, terms: Sequence[str]) -> list[str]:
-        if not terms:
-            return []
-        expression = " OR ".join(f'"{t}"' for t in terms)
-        return [r[0] for r in self._db.execute(
-            "SELECT c.source FROM chunks_fts f JOIN chunks c ON c.id = f.rowid"
-            " WHERE chunks_fts MATCH ?", ("text : (" + expression + ")",))]
-
     def vocabulary(self) -> set[str]:
         """Every indexed term (for typo correction)."""
         return {r[0] for r in self._db.execute("SELECT term FROM chunks_vocab")}

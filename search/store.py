@@ -57,9 +57,6 @@ class Store(Protocol):
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
         """Number of chunks containing each (lower-cased) term."""
 
-    def sources_matching(self, terms: Sequence[str]) -> list[str]:
-        """The source of every chunk whose text holds any of the terms (one entry per chunk)."""
-
     def vocabulary(self) -> set[str]:
         """Every indexed term of the passage text (for typo correction)."""
 

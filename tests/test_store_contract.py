@@ -7,7 +7,6 @@ makes an ingest run visible on Elasticsearch (a no-op for the embedded store).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -134,7 +133,7 @@ def test_an_empty_store_answers_with_nothing(backend):
     assert store.dense(E1, 5) == []
     assert store.lexical(LexicalQuery((WeightedTerms(("kettle",)),)), 5) == []
     assert store.doc_freqs(["kettle"]) == {"kettle": 0}
-    assert store.vocabulary() == set() and store.sources_matching(["kettle"]) == []
+    assert store.vocabulary() == set()
     assert store.phrase_matches(("herding", "cats"), 3) == []
 
 
@@ -277,13 +276,6 @@ def test_document_frequencies_count_chunks_holding_the_term_in_text_or_heading(s
         "kettle": 2, "bollard": 2, "soak": 2, "the": 9, "absent": 0, "herding": 1,
     }
     assert store.doc_freqs([]) == {}
-
-
-def test_sources_matching_lists_one_source_per_chunk_with_the_term_in_its_text(store):
-    found = Counter(store.sources_matching(["kettle", "bollard", "soak"]))
-    # b1's "Bollard" is only in its heading: not counted.
-    assert found == Counter({"kitchen.md": 2, "site/annex.txt": 1, "release.md": 2})
-    assert store.sources_matching([]) == []
 
 
 def test_vocabulary_holds_every_indexed_term_of_text_and_headings(store):
