@@ -18,7 +18,7 @@ from bot.app import Components
 from bot.logs import configure
 from bot.settings import Settings, load_settings
 from search.errors import CitebotError
-from search.retrieve import MODES, RetrievalConfig
+from search.retrieve import MODES
 
 
 def _emit(obj: object) -> None:

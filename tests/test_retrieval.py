@@ -10,7 +10,7 @@ import pytest
 from bot.evaluate import paired_bootstrap, parse_config
 from bot.passages import select_passages
 from search.errors import ConfigError
-from search.glossary import Expansion, Glossary, GlossaryEntry
+from search.glossary import Glossary, GlossaryEntry
 from search.retrieve import RetrievalConfig, Retriever
 from search.text import name_like
 from tests.conftest import EXAMPLES
