@@ -46,7 +46,8 @@ def main() -> None:
             if cfg.rerank and c.reranker is None:
                 print(f"{spec:18}  not measured: no reranker weights here (set CITEBOT_RERANKER)")
                 continue
-            runs[spec] = [run_item(i, c.retriever(cfg), gate) for i in items]
+            retriever = c.retriever(cfg)  # once per configuration: its caches carry over
+            runs[spec] = [run_item(i, retriever, gate) for i in items]
             f = figures(runs[spec])
             print(f"{spec:18}{f.r1:>7.3f}{f.r5:>7.3f}{f.mrr:>7.3f}{f.refusal_accuracy:>9.3f}")
         for a, b in COMPARISONS:

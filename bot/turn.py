@@ -21,7 +21,7 @@ from bot.passages import Passage, select_passages
 from bot.state import ConversationState, PriorTurn
 from search.errors import CitebotError
 from search.retrieve import Retrieval, Retriever, Support
-from search.text import STOPWORDS, content_words, words
+from search.text import content_words, words
 
 log = structlog.get_logger("citebot.turn")
 
@@ -352,5 +352,3 @@ class Answerer:
             timings_ms=record.timings_ms,
         )
 
-
-__all__ = ["Answerer", "Gate", "TurnRecord", "condense", "flag_inline", "STOPWORDS"]
