@@ -38,12 +38,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bot.app import Components
 from bot.logs import configure
-from bot.server import SlackHttpServer
 from bot.settings import load_settings
-from bot.slack import build_bot
-from tests.slack_standin import BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, SlackSender, SlackStandIn
+from bot.slack.bot import build_bot
+from bot.slack.server import SlackHttpServer
+from bot.testing.slack_standin import (
+    BOT_TOKEN,
+    BOT_USER_ID,
+    SIGNING_SECRET,
+    SlackSender,
+    SlackStandIn,
+)
+from bot.wiring import Components
 
 QUESTIONS = [json.loads(line)["question"] for line in
              (REPO / "examples" / "questions.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]

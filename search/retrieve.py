@@ -350,7 +350,7 @@ class Retriever:
             ))
         if cfg.widen:
             hits = self._widen(hits, terms, top_k)
-        support = self._support(question, terms, dfs, corrections, expansions, hits, dense, addressed)
+        support = self._support(terms, dfs, corrections, expansions, hits, dense, addressed)
         timings["total"] = (time.perf_counter() - t0) * 1000
         return Retrieval(
             question=question, hits=hits, support=support, expansions=expansions,
@@ -400,7 +400,7 @@ class Retriever:
                 present.add(extra.chunk_id)
         return out[:top_k]
 
-    def _support(self, question, terms, dfs, corrections, expansions, hits, dense, addressed) -> Support:
+    def _support(self, terms, dfs, corrections, expansions, hits, dense, addressed) -> Support:
         dense_top = max((s for _, s in dense), default=0.0)
         top_text = " ".join(h.chunk.text for h in hits[:3])
         present = set(words(top_text))

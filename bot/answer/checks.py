@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bot.answer import sentences
+
 ELLIPSIS = "\u2026"  # the one sentinel every ellipsis form becomes
 
 _QUOTES = {
@@ -163,13 +165,8 @@ class CitedSentence:
     end: int  # after its last marker (and closing punctuation)
 
 
-# A sentence ends at . ! or ? before a space or the end (closing quotes and brackets, its
-# markers and a full stop after them go with it: `later." [2].`), or at a line break,
-# unless a quotation is still open there (a quote may hold full stops and line breaks);
-# a blank line always ends one. "1.4 billion" does not end one; "…" does not either,
-# since inside a quotation it marks a gap.
-_SENTENCE_BOUNDARY = re.compile(
-    r"[.!?][\"\u201d\u2019)\]]*(?:\s*\[\d+\])*[.!?]?(?=\s|$)|\n\s*\n|\n")
+# A quotation may hold full stops and line breaks: a sentence end inside one is no end,
+# except a blank line, which always ends a sentence.
 _MARKER_WITH_SPACE = re.compile(r"\s*\[\d+\]")
 _LEAD = re.compile(r"^[\s\u2022*\-\u2013\u2014]+")
 
@@ -183,7 +180,7 @@ def cited_sentences(answer: str) -> list[CitedSentence]:
     """The sentences of an answer that cite a passage, with their spans."""
     spans: list[tuple[int, int]] = []
     start = 0
-    for m in _SENTENCE_BOUNDARY.finditer(answer):
+    for m in sentences.ends(answer):
         blank_line = not m.group(0).strip() and m.group(0) != "\n"
         if not blank_line and _inside_quotation(answer, m.end()):
             continue

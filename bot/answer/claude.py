@@ -1,7 +1,7 @@
 """The Claude composer: grounded answers through the Anthropic Messages API.
 
 Only this module talks to Anthropic. It writes answers from labelled passages
-(bot.prompt), condenses follow-ups into standalone questions, and, when asked, judges
+(bot.answer.prompt), condenses follow-ups into standalone questions, and, when asked, judges
 whether each cited sentence follows from its passages.
 
 Failure handling: the SDK's own retries are off (max_retries=0) and ours run instead,
@@ -26,10 +26,11 @@ from typing import Any
 import anthropic
 import structlog
 
-from bot.checks import ClaimCheck, ClaimReport, cited_sentences
-from bot.compose import Composer, Composition
-from bot.passages import Passage
-from bot.prompt import (
+from bot.answer.checks import ClaimCheck, ClaimReport, cited_sentences
+from bot.answer.compose import Composer, Composition
+from bot.answer.condense import condense as heuristic_condense
+from bot.answer.passages import Passage
+from bot.answer.prompt import (
     Prompt,
     answer_prompt,
     condense_prompt,
@@ -37,9 +38,8 @@ from bot.prompt import (
     parse_refusal,
     parse_verdict,
 )
+from bot.memory.state import PriorTurn
 from bot.settings import Settings
-from bot.state import PriorTurn
-from bot.turn import condense as heuristic_condense
 from search.errors import ComposeError, ConfigError
 from search.glossary import Expansion, GlossaryEntry
 

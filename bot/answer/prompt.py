@@ -2,7 +2,7 @@
 
 The model must tell "the source says" from "we define" from "we tell you", so each
 arrives in its own place: instructions in the system prompt only; passages as
-`<passage id="N" source="…" heading="…">verbatim text</passage>` (shared/DESIGN.md);
+`<passage id="N" source="…" heading="…">verbatim text</passage>` (docs/contracts.md);
 glossary definitions as `<our_definition …>` and alias claims as `<our_alias_claim …/>`.
 Attribute values are escaped. Passage text is verbatim except that a tag of ours
 written inside it (`</passage>`, `<our_definition`, …) has its `<` escaped, so a
@@ -16,8 +16,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.passages import Passage
-from bot.state import PriorTurn
+from bot.answer.passages import Passage
+from bot.memory.state import PriorTurn
 from search.glossary import Expansion, GlossaryEntry
 
 # The model's decline: the whole reply is this token, a colon and one sentence of reason.

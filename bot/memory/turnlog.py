@@ -1,50 +1,35 @@
-"""The turn log in Redis, shared by every replica, and the typed view of a logged turn.
+"""The turn log: one record per turn, retrievable by turn id, with feedback beside it.
 
-One JSON document per turn (`prefix turn:ID`) and a list of feedback entries beside it
-(`prefix feedback:ID`); `get_turn` returns the record with its "feedback" list, the same
-shape as the embedded store's turn log, so `citebot turns show` reads either.
+Two implementations share the TurnLog protocol and one contract test suite
+(tests/test_memory_contract.py): the embedded store's tables (search.embedded, used
+without Redis) and RedisTurnLog here (shared by every replica). In Redis a turn is one
+JSON document (`prefix turn:ID`) and its feedback a list beside it (`prefix feedback:ID`);
+`get_turn` returns the record with its "feedback" list, the same shape in both, so
+`citebot turns show` reads either.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from typing import Protocol
 
 import redis
 
-from bot.turn import TurnRecord
-from search.errors import StoreError
+from bot.memory.redis import redis_errors
 
 # Ninety days: long enough to answer "why did it say that?" after a quarter's review.
 TURN_TTL_S = 90 * 24 * 3600
 
 
-@dataclass(frozen=True)
-class Feedback:
-    """One click on an answer's feedback buttons."""
+class TurnLog(Protocol):
+    def put_turn(self, turn_id: str, created_at: str, record: dict) -> None:
+        """Store (or replace) one turn's record."""
 
-    at: str
-    user: str | None
-    value: str
+    def get_turn(self, turn_id: str) -> dict | None:
+        """The record with a "feedback" list, or None for an unknown turn."""
 
-
-@dataclass(frozen=True)
-class LoggedTurn:
-    """A turn as read back from a turn log: the record and the feedback it received."""
-
-    record: TurnRecord
-    feedback: tuple[Feedback, ...] = ()
-
-    @classmethod
-    def from_log(cls, raw: dict) -> LoggedTurn:
-        """Fields this version does not know are ignored, so old and new records both load."""
-        known = {f.name for f in fields(TurnRecord)}
-        record = TurnRecord(**{k: v for k, v in raw.items() if k in known})
-        feedback = tuple(
-            Feedback(str(f.get("at", "")), f.get("user"), str(f.get("value", "")))
-            for f in raw.get("feedback") or []
-        )
-        return cls(record, feedback)
+    def add_feedback(self, turn_id: str, at: str, user: str | None, value: str) -> None:
+        """Record one feedback click on a turn."""
 
 
 class RedisTurnLog:
@@ -65,19 +50,15 @@ class RedisTurnLog:
         document = {**record, "turn_id": turn_id, "created_at": created_at}
         document.pop("feedback", None)  # feedback lives beside the record, never inside it
         payload = json.dumps(document, ensure_ascii=False, default=str)
-        try:
+        with redis_errors(f"write turn {turn_id}"):
             self.client.set(self._turn_key(turn_id), payload.encode("utf-8"), ex=self.ttl_s)
-        except redis.RedisError as exc:
-            raise StoreError(f"cannot write turn {turn_id} to Redis ({exc}); check REDIS_URL") from exc
 
     def get_turn(self, turn_id: str) -> dict | None:
-        try:
+        with redis_errors(f"read turn {turn_id}"):
             pipe = self.client.pipeline()
             pipe.get(self._turn_key(turn_id))
             pipe.lrange(self._feedback_key(turn_id), 0, -1)
             raw, feedback = pipe.execute()
-        except redis.RedisError as exc:
-            raise StoreError(f"cannot read turn {turn_id} from Redis ({exc}); check REDIS_URL") from exc
         if raw is None:
             return None
         record = json.loads(raw)
@@ -87,12 +68,8 @@ class RedisTurnLog:
     def add_feedback(self, turn_id: str, at: str, user: str | None, value: str) -> None:
         entry = json.dumps({"at": at, "user": user, "value": value}, ensure_ascii=False)
         key = self._feedback_key(turn_id)
-        try:
+        with redis_errors(f"record feedback for turn {turn_id}"):
             pipe = self.client.pipeline()
             pipe.rpush(key, entry.encode("utf-8"))
             pipe.expire(key, self.ttl_s)
             pipe.execute()
-        except redis.RedisError as exc:
-            raise StoreError(
-                f"cannot record feedback for turn {turn_id} in Redis ({exc}); check REDIS_URL"
-            ) from exc

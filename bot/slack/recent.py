@@ -8,7 +8,7 @@ from typing import Protocol
 
 import redis
 
-from search.errors import StoreError
+from bot.memory.redis import redis_errors
 
 # A month: "why did it say that?" comes soon after the answer, or not at all.
 LAST_TURN_TTL_S = 30 * 24 * 3600
@@ -50,14 +50,10 @@ class RedisRecentTurns:
         self.ttl_s = ttl_s
 
     def remember(self, user: str, turn_id: str) -> None:
-        try:
+        with redis_errors("remember the last turn"):
             self.client.set(self.prefix + user, turn_id.encode(), ex=self.ttl_s)
-        except redis.RedisError as exc:
-            raise StoreError(f"cannot remember the last turn in Redis ({exc}); check REDIS_URL") from exc
 
     def last(self, user: str) -> str | None:
-        try:
+        with redis_errors("read the last turn"):
             raw = self.client.get(self.prefix + user)
-        except redis.RedisError as exc:
-            raise StoreError(f"cannot read the last turn from Redis ({exc}); check REDIS_URL") from exc
         return raw.decode() if isinstance(raw, bytes) else raw

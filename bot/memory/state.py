@@ -11,6 +11,10 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
+import redis
+
+from bot.memory.redis import redis_errors
+
 # A thread remembers this many turns; older ones add little to a follow-up.
 HISTORY_TURNS = 6
 # Idle threads are forgotten after a week in Redis.
@@ -55,18 +59,20 @@ class InProcessState:
 class RedisState:
     """Shared by every bot replica: a capped list per thread with a TTL."""
 
-    def __init__(self, client, prefix: str = "citebot:thread:") -> None:  # redis.Redis
+    def __init__(self, client: redis.Redis, prefix: str = "citebot:thread:") -> None:
         self.client = client
         self.prefix = prefix
 
     def history(self, thread_key: str) -> list[PriorTurn]:
-        raw = self.client.lrange(self.prefix + thread_key, 0, -1)
+        with redis_errors("read the thread's earlier turns"):
+            raw = self.client.lrange(self.prefix + thread_key, 0, -1)
         return [PriorTurn(**json.loads(r)) for r in raw]
 
     def append(self, thread_key: str, turn: PriorTurn) -> None:
         key = self.prefix + thread_key
-        pipe = self.client.pipeline()
-        pipe.rpush(key, json.dumps(asdict(turn)))
-        pipe.ltrim(key, -HISTORY_TURNS, -1)
-        pipe.expire(key, THREAD_TTL_S)
-        pipe.execute()
+        with redis_errors("remember the turn in its thread"):
+            pipe = self.client.pipeline()
+            pipe.rpush(key, json.dumps(asdict(turn)))
+            pipe.ltrim(key, -HISTORY_TURNS, -1)
+            pipe.expire(key, THREAD_TTL_S)
+            pipe.execute()

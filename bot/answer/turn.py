@@ -6,143 +6,26 @@ support, and the composer (a model) may also decline. Both are recorded with a r
 
 from __future__ import annotations
 
-import re
 import time
-import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
-from bot.checks import CheckReport, ClaimJudge, check_answer
-from bot.compose import Composer, Composition
-from bot.passages import Passage, select_passages
-from bot.state import ConversationState, PriorTurn
+from bot.answer.checks import CheckReport, ClaimJudge, check_answer
+from bot.answer.compose import Composer, Composition
+from bot.answer.condense import condense
+from bot.answer.gate import Gate
+from bot.answer.passages import Passage, select_passages
+from bot.answer.record import TurnRecord, error_text, failure_text, new_turn_id
+from bot.memory.state import ConversationState, PriorTurn
+from bot.memory.turnlog import TurnLog
 from search.errors import CitebotError
-from search.retrieve import Retrieval, Retriever, Support
+from search.retrieve import Retrieval, Retriever
 from search.text import content_words, words
 
 log = structlog.get_logger("citebot.turn")
-
-# The refusal gate. Set on the 43 dev questions of examples/questions.jsonl (signals
-# printed by `citebot eval --json`: support.dense_top, coverage, missing), checked on
-# the held-out part, never tuned there:
-# - A content word of the question that the collection never uses ("kubernetes",
-#   "parental", "gym") means the collection lacks the concept: 6 of 9 dev unanswerables
-#   have one, no dev answerable does. Answer anyway when a passage is very close
-#   (dense_top >= GATE_MISSING_DENSE_MAX; the closest unanswerable had 0.70) or holds most
-#   of the question's words (coverage >= GATE_MISSING_COVERAGE_MAX; unanswerables <= 0.60),
-#   so one unusual word in a paraphrase ("my Uber") does not cost an answer.
-# - Nothing close at all: below GATE_DENSE_MIN (the lowest answerable dev question that no
-#   name or phrase addressed had 0.32) with under half the words found.
-GATE_MISSING_DENSE_MAX = 0.72
-GATE_MISSING_COVERAGE_MAX = 0.80
-GATE_DENSE_MIN = 0.30
-GATE_COVERAGE_MIN = 0.50
-
-# Follow-up markers: a question that leans on the thread for its subject.
-_FOLLOW_UP = re.compile(
-    r"^(and|but|also|so|what about|how about|then|why|same)\b|\b(it|its|they|them|their|that|"
-    r"this|those|these|he|she|his|her|there|one)\b", re.I)
-# A question of at most this many content words is too thin to stand alone in a thread.
-FOLLOW_UP_MAX_WORDS = 4
-
-
-@dataclass(frozen=True)
-class Gate:
-    """Refuses before composing when retrieval found no adequate support."""
-
-    missing_dense_max: float = GATE_MISSING_DENSE_MAX
-    missing_coverage_max: float = GATE_MISSING_COVERAGE_MAX
-    dense_min: float = GATE_DENSE_MIN
-    coverage_min: float = GATE_COVERAGE_MIN
-
-    def refuse(self, support: Support) -> str | None:
-        """A reason to refuse, or None when retrieval found adequate support."""
-        if support.addressed:
-            return None
-        if (support.missing and support.dense_top < self.missing_dense_max
-                and support.coverage < self.missing_coverage_max):
-            words_ = ", ".join(f"'{w}'" for w in support.missing)
-            return (f"the collection never mentions {words_}, and no passage is close to the "
-                    f"question (best similarity {support.dense_top:.2f})")
-        if support.dense_top < self.dense_min and support.coverage < self.coverage_min:
-            return (f"no passage is close to the question (best similarity "
-                    f"{support.dense_top:.2f}; {support.coverage:.0%} of its words found)")
-        return None
-
-
-class TurnLog(Protocol):
-    def put_turn(self, turn_id: str, created_at: str, record: dict) -> None: ...
-    def get_turn(self, turn_id: str) -> dict | None: ...
-    def add_feedback(self, turn_id: str, at: str, user: str | None, value: str) -> None: ...
-
-
-def new_turn_id() -> str:
-    return "t-" + uuid.uuid4().hex[:12]
-
-
-def condense(question: str, history: list[PriorTurn]) -> str:
-    """A standalone question: a follow-up borrows the subject words of the thread."""
-    if not history:
-        return question
-    own = content_words(question)
-    if len(own) > FOLLOW_UP_MAX_WORDS and not _FOLLOW_UP.search(question):
-        return question
-    borrowed = [w for w in content_words(history[-1].condensed) if w not in own]
-    if not borrowed:
-        return question
-    return f"{question} ({' '.join(borrowed)})"
-
-
-@dataclass
-class TurnRecord:
-    """Everything about one turn: enough to answer "why did it say that?" afterwards."""
-
-    turn_id: str
-    created_at: str
-    question: str
-    condensed_query: str
-    user: str | None = None
-    channel: str | None = None
-    thread: str | None = None
-    surface: str = "cli"
-    answer: str = ""
-    raw_answer: str = ""
-    refused: bool = False
-    refusal_reason: str | None = None
-    unsupported: bool = False
-    composer: str | None = None
-    model: str | None = None
-    label: str | None = None
-    prompt_chars: int = 0
-    usage: dict[str, int] = field(default_factory=dict)
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-    passages: list[dict[str, Any]] = field(default_factory=list)
-    support: dict[str, Any] = field(default_factory=dict)
-    expansions: list[dict[str, str]] = field(default_factory=list)
-    corrections: dict[str, str] = field(default_factory=dict)
-    addresses: list[str] = field(default_factory=list)
-    citations: list[dict[str, Any]] = field(default_factory=list)
-    quotes: list[dict[str, Any]] = field(default_factory=list)
-    claims: dict[str, Any] = field(default_factory=dict)  # the claim judge's report, when on
-    timings_ms: dict[str, float] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    error: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def contract_json(self) -> dict[str, Any]:
-        """The `citebot ask --json` contract (shared/DESIGN.md), plus a few extra fields."""
-        return {
-            "turn_id": self.turn_id, "answer": self.answer, "refused": self.refused,
-            "citations": self.citations, "quotes": self.quotes, "timings_ms": self.timings_ms,
-            "refusal_reason": self.refusal_reason, "unsupported": self.unsupported,
-            "label": self.label, "passages": self.passages, "error": self.error,
-        }
-
 
 def flag_inline(answer: str, report: CheckReport) -> str:
     """The answer with a visible mark and a short reason after each failed check."""
@@ -215,23 +98,15 @@ class Answerer:
         turn_id: str | None = None,
     ) -> TurnRecord:
         started = time.perf_counter()
-        record = TurnRecord(
-            turn_id=turn_id or new_turn_id(), created_at=datetime.now(UTC).isoformat(),
-            question=question, condensed_query=question, user=user, channel=channel,
-            thread=thread_key, surface=surface,
-        )
+        record = new_record(question, turn_id=turn_id, user=user, channel=channel,
+                            thread=thread_key, surface=surface)
         structlog.contextvars.bind_contextvars(turn_id=record.turn_id)
         try:
             self._run(record, thread_key)
-        except CitebotError as exc:
-            record.error = str(exc)
-            record.answer = f"Sorry — I could not answer this: {exc} (turn {record.turn_id})"
-        except Exception as exc:  # noqa: BLE001 - the edge of a turn: log it, say it
-            record.error = f"{type(exc).__name__}: {exc}"
-            record.answer = f"Sorry — something went wrong while answering (turn {record.turn_id})."
-            log.exception("turn_failed", error=record.error)
+        except Exception as exc:  # noqa: BLE001 - the edge of a turn: record it, say it
+            fail(record, exc)
         record.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 2)
-        self._log(record)
+        log_turn(self.turnlog, record)
         structlog.contextvars.unbind_contextvars("turn_id")
         return record
 
@@ -331,24 +206,59 @@ class Answerer:
         record.answer = answer
 
     def _remember(self, record: TurnRecord, thread_key: str | None) -> None:
-        if thread_key:
+        """The turn as context for the thread's next question; a failed write costs the
+        follow-up its context, never this turn its answer."""
+        if not thread_key:
+            return
+        try:
             self.state.append(thread_key, PriorTurn(
                 record.turn_id, record.question, record.condensed_query, record.raw_answer))
+        except Exception as exc:  # noqa: BLE001 - the answer is checked and ready: keep it
+            record.errors.append(f"conversation state write failed: {error_text(exc)}")
+            log.error("conversation_state_failed", error=error_text(exc))
 
-    def _log(self, record: TurnRecord) -> None:
-        try:
-            self.turnlog.put_turn(record.turn_id, record.created_at, record.as_dict())
-        except Exception as exc:  # noqa: BLE001 - a lost log line must not lose the answer
-            record.errors.append(f"turn log write failed: {exc}")
-            log.error("turn_log_failed", error=str(exc))
-        log.info(
-            "turn", question_words=len(words(record.question)), surface=record.surface,
-            user=record.user, channel=record.channel, refused=record.refused,
-            refusal_reason=record.refusal_reason, composer=record.composer, model=record.model,
-            citations=len(record.citations),
-            failed_checks=sum(1 for q in record.quotes if not q["verified"])
-            + sum(1 for c in record.citations if not (c["resolved"] and c["retrieved"])),
-            passages=[p["chunk_id"] for p in record.passages], error=record.error,
-            timings_ms=record.timings_ms,
-        )
 
+def new_record(question: str, *, turn_id: str | None = None, user: str | None = None,
+               channel: str | None = None, thread: str | None = None,
+               surface: str = "cli") -> TurnRecord:
+    return TurnRecord(
+        turn_id=turn_id or new_turn_id(), created_at=datetime.now(UTC).isoformat(),
+        question=question, condensed_query=question, user=user, channel=channel,
+        thread=thread, surface=surface,
+    )
+
+
+def fail(record: TurnRecord, exc: BaseException) -> None:
+    """The one failure path: the error recorded, the person told, a trace for a bug."""
+    record.error = error_text(exc)
+    record.answer = failure_text(exc, record.turn_id)
+    if not isinstance(exc, CitebotError):  # ours carry their reason; anything else is a bug
+        log.error("turn_failed", error=record.error, exc_info=exc)
+
+
+def failed_turn(turnlog: TurnLog, question: str, exc: BaseException, **where: Any) -> TurnRecord:
+    """A turn that could not even start (no store, no model): recorded, logged and shown
+    exactly like one that failed inside the pipeline."""
+    record = new_record(question, **where)
+    fail(record, exc)
+    log_turn(turnlog, record)
+    return record
+
+
+def log_turn(turnlog: TurnLog, record: TurnRecord) -> None:
+    """Write the record to the turn log and emit the one log line of the turn."""
+    try:
+        turnlog.put_turn(record.turn_id, record.created_at, record.as_dict())
+    except Exception as exc:  # noqa: BLE001 - a lost log record must not lose the answer
+        record.errors.append(f"turn log write failed: {error_text(exc)}")
+        log.error("turn_log_failed", error=error_text(exc))
+    log.info(
+        "turn", question_words=len(words(record.question)), surface=record.surface,
+        user=record.user, channel=record.channel, refused=record.refused,
+        refusal_reason=record.refusal_reason, composer=record.composer, model=record.model,
+        citations=len(record.citations),
+        failed_checks=sum(1 for q in record.quotes if not q["verified"])
+        + sum(1 for c in record.citations if not (c["resolved"] and c["retrieved"])),
+        passages=[p["chunk_id"] for p in record.passages], error=record.error,
+        errors=record.errors, timings_ms=record.timings_ms,
+    )

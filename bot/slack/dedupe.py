@@ -15,7 +15,7 @@ from typing import Protocol
 
 import redis
 
-from search.errors import StoreError
+from bot.memory.redis import redis_errors
 
 # Slack retries three times, the last about five minutes after the first delivery;
 # an hour covers that with a wide margin and keeps the key set small.
@@ -70,9 +70,5 @@ class RedisDeduper:
         self.ttl_s = ttl_s
 
     def claim(self, key: str) -> bool:
-        try:
+        with redis_errors(f"claim {key!r}"):
             return bool(self.client.set(self.prefix + key, b"1", nx=True, ex=self.ttl_s))
-        except redis.RedisError as exc:
-            raise StoreError(
-                f"cannot claim {key!r} in Redis ({exc}); check REDIS_URL and that Redis is up"
-            ) from exc

@@ -13,14 +13,17 @@ from typing import Protocol
 
 import numpy as np
 
-from bot.passages import Passage
+from bot.answer.passages import Passage
+from bot.answer.sentences import split_sentences
 from search.glossary import Expansion, GlossaryEntry
 from search.text import content_words, words
 
 EXTRACTIVE = "extractive"
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[\"“‘(]?[A-Z0-9])|\n+")
 _HAS_DOUBLE_QUOTE = re.compile(r"[\"“”„]")
+# A sentence that asks a question answers none: an FAQ's "How often does a Train
+# depart?" scored above the answer below it for "How often does the Release Train leave?".
+_ASKS = re.compile(r"\?[)\]'’]*$")
 
 # Sentences quoted in an extractive answer: at most this many...
 EXTRACT_MAX_SENTENCES = 3
@@ -68,10 +71,6 @@ class Sentence:
     text: str
 
 
-def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
-
-
 class ExtractiveComposer:
     """Quotes the sentences of the passages that best answer the question."""
 
@@ -85,7 +84,8 @@ class ExtractiveComposer:
         candidates: list[tuple[int, str]] = []
         for p in passages:
             for s in split_sentences(p.text):
-                if len(s.split()) >= EXTRACT_MIN_WORDS and not _HAS_DOUBLE_QUOTE.search(s):
+                if (len(s.split()) >= EXTRACT_MIN_WORDS and not _HAS_DOUBLE_QUOTE.search(s)
+                        and not _ASKS.search(s)):
                     candidates.append((p.number, s))
         if not candidates:
             return []

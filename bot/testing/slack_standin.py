@@ -119,7 +119,8 @@ class SlackStandIn:
             return [dict(m) for m in self._messages.get(channel, [])]
 
     def fail(self, method: str, error: str = "internal_error", times: int = 1) -> None:
-        """The next `times` calls of `method` answer {"ok": false, "error": error}."""
+        """The next `times` calls of `method` answer {"ok": false, "error": error}; for
+        method "response_url", the next posts to a response_url answer HTTP 500."""
         with self._lock:
             self._failures.setdefault(method, []).extend([error] * times)
 
@@ -159,7 +160,13 @@ class SlackStandIn:
                 params[key] = json.loads(params[key])
         if url.path.startswith("/response/"):
             self._record(Call("response_url", params, arrived, url.path))
-            self._send(handler, 200, b"ok", "text/plain")
+            with self._lock:
+                failures = self._failures.get("response_url")
+                error = failures.pop(0) if failures else None
+            if error is not None:  # Slack answers a bad response_url post with a 4xx/5xx
+                self._send(handler, 500, error.encode(), "text/plain")
+            else:
+                self._send(handler, 200, b"ok", "text/plain")
             return
         if not url.path.startswith("/api/"):
             self._send(handler, 404, b"not found", "text/plain")

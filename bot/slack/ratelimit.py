@@ -14,7 +14,7 @@ from typing import Protocol
 
 import redis
 
-from search.errors import StoreError
+from bot.memory.redis import redis_errors
 
 WINDOW_S = 60
 
@@ -68,15 +68,11 @@ class RedisRateLimiter:
         now = time.time()
         window = int(now // WINDOW_S)
         key = f"{self.prefix}{user}:{window}"
-        try:
+        with redis_errors("count questions"):
             pipe = self.client.pipeline()
             pipe.incr(key)
             pipe.expire(key, WINDOW_S * 2)
             count = int(pipe.execute()[0])
-        except redis.RedisError as exc:
-            raise StoreError(
-                f"cannot count questions in Redis ({exc}); check REDIS_URL and that Redis is up"
-            ) from exc
         if count > self.per_minute:
             return RateDecision(False, self.per_minute, max(math.ceil((window + 1) * WINDOW_S - now), 1))
         return RateDecision(True, self.per_minute)

@@ -23,8 +23,8 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot.turn import TurnRecord
-from bot.turnlog import LoggedTurn
+from bot.answer import sentences
+from bot.answer.record import LoggedTurn, TurnRecord
 
 SECTION_TEXT_MAX = 3000
 MESSAGE_BLOCKS_MAX = 50
@@ -41,7 +41,6 @@ ACTION_SHARE = "citebot_share"
 ACTION_WHY = "citebot_why"
 FEEDBACK_VALUES = {ACTION_FEEDBACK_UP: "helpful", ACTION_FEEDBACK_DOWN: "not_helpful"}
 
-_SENTENCE_END = re.compile(r"[.!?…][)\]\"'”’]*\s+")
 _ENTITY_TAIL = re.compile(r"&[a-z]{0,4}$")
 
 
@@ -82,7 +81,9 @@ def _cut_point(text: str, limit: int) -> int:
     if para >= floor:
         return para
     sentence = 0
-    for m in _SENTENCE_END.finditer(text, 0, limit + 1):
+    for m in sentences.ends(text):
+        if m.end() > limit:
+            break
         sentence = m.end()
     if sentence >= floor:
         return sentence
