@@ -6,9 +6,11 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import urllib.error
 import urllib.request
 import uuid
 
@@ -90,8 +92,10 @@ def test_two_citebot_serve_processes_sharing_redis_answer_once(standin, examples
         assert [d.status for d in deliveries] == [200] * 4
         assert max(d.elapsed_s for d in deliveries) < ACK_LIMIT_S
         standin.wait_for("chat.update", timeout_s=120)
-        for s in servers:
+        for s, sender in zip(servers, senders):
             s.wait_for("warm_up_done")
+            assert _get(f"http://{sender.host}:{sender.port}/readyz") == (
+                200, {"ready": True, "checks": {"model": "ok", "store": "ok", "redis": "ok"}})
         assert [s.stop() for s in servers] == [0, 0]
         one_answer(standin, event)
         assert len(standin.calls("chat.update")) == 1
@@ -139,3 +143,53 @@ def test_serve_refuses_to_start_without_what_it_needs(standin):
     settings = load_settings(slack_api_url=standin.api_url, slack_bot_token=BOT_TOKEN)
     with pytest.raises(ConfigError, match="SLACK_SIGNING_SECRET"):
         serve(Components(settings), port=0)
+
+
+def _get(url: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_readiness_waits_for_the_model_and_the_store(standin, start_bot, small_store):
+    h = start_bot(small_store)
+    ready = h.server.url.replace("/slack/events", "/readyz")
+    status, body = _get(ready)
+    assert status == 503 and body["ready"] is False and body["checks"]["model"].startswith("loading")
+    h.bot.warm_up()
+    status, body = _get(ready)
+    assert (status, body) == (200, {"ready": True, "checks": {"model": "ok", "store": "ok"}})
+
+
+def test_readiness_reports_an_empty_store_and_a_redis_that_is_down(standin, start_bot, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    h = start_bot(redis_url=f"redis://127.0.0.1:{closed}/0")
+    h.components.__dict__["answerer"] = object()  # as if warm-up had run
+    status, body = _get(h.server.url.replace("/slack/events", "/readyz"))
+    assert status == 503 and body["checks"]["store"] == "empty or built with another model"
+    assert body["checks"]["redis"].startswith("cannot answer a ping in Redis")
+
+
+def test_socket_mode_probes_have_a_port_of_their_own():
+    from bot.slack.server import ProbeServer
+
+    checks = {"model": "ok", "store": "ok"}
+    probes = ProbeServer(host="127.0.0.1", port=0, readiness=lambda: dict(checks)).start()
+    try:
+        base = f"http://127.0.0.1:{probes.port}"
+        with urllib.request.urlopen(base + "/healthz", timeout=10) as r:
+            assert r.status == 200 and r.read() == b"ok"
+        assert _get(base + "/readyz") == (200, {"ready": True, "checks": checks})
+        checks["store"] = "cannot reach Elasticsearch"
+        assert _get(base + "/readyz")[0] == 503
+        try:
+            urllib.request.urlopen(base + "/slack/events", timeout=10)
+            raise AssertionError("the probe port must not serve Slack's events")
+        except urllib.error.HTTPError as err:
+            assert err.code == 404
+    finally:
+        probes.shutdown()
