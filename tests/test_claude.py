@@ -510,3 +510,20 @@ def test_cited_sentences_keep_quotations_whole_and_markers_with_their_sentence()
     assert got[1][1] == "It carries 1.4 billion frames!"
     assert got[2][1] == 'The guide adds: "A b. C d."'  # the uncited aside is not a claim to judge
     assert got[3] == ((5,), "Last line", "Last line [5]")
+
+
+# -- metrics --------------------------------------------------------------------------------
+def test_an_invented_quotation_and_a_fallback_move_their_counters(build, standin):
+    from tests.test_metrics import moved, snapshot
+
+    answerer = build()
+    invented = "Trains depart every Friday at noon from platform nine."
+    standin.script(answering(lambda r: f'"{invented}" [{cite(TARGET, r)}]'))
+    before = snapshot()
+    answerer.ask(QUESTION)
+    after = snapshot()
+    assert moved(before, after)["citebot_failed_checks_total{kind=quote}"] == 1.0
+    assert "citebot_backend_errors_total{backend=anthropic}" not in moved(before, after)
+    standin.always(error(500, "api_error", "try again later"))
+    build(anthropic_budget_s=1.0).ask(QUESTION)
+    assert moved(after, snapshot())["citebot_backend_errors_total{backend=anthropic}"] == 1.0

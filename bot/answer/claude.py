@@ -39,6 +39,7 @@ from bot.answer.prompt import (
     parse_verdict,
 )
 from bot.memory.state import PriorTurn
+from bot.metrics import BACKEND_ERRORS
 from bot.settings import Settings
 from search.errors import ComposeError, ConfigError
 from search.glossary import Expansion, GlossaryEntry
@@ -341,6 +342,7 @@ class ClaudeComposer:
         errors: list[str], usage: dict[str, int], model_ms: float,
     ) -> Composition:
         log.warning("compose_fallback", model=self.model, reason=reason, attempts=len(errors))
+        BACKEND_ERRORS.labels("anthropic").inc()
         started = self.messages.clock()
         comp = self.fallback.compose(question, passages, definitions, aliases)
         own = comp.label or f"{comp.composer} answer"

@@ -19,9 +19,11 @@ from bot.answer.condense import condense
 from bot.answer.gate import Gate
 from bot.answer.passages import Passage, select_passages
 from bot.answer.record import TurnRecord, error_text, failure_text, new_turn_id
+from bot.memory.redis import RedisUnavailable
 from bot.memory.state import ConversationState, PriorTurn
 from bot.memory.turnlog import TurnLog
-from search.errors import CitebotError
+from bot.metrics import BACKEND_ERRORS, FAILED_CHECKS, STAGE_SECONDS, TURNS
+from search.errors import CitebotError, SearchBackendError, StoreError
 from search.retrieve import Retrieval, Retriever
 from search.text import content_words, words
 
@@ -232,6 +234,8 @@ def fail(record: TurnRecord, exc: BaseException) -> None:
     """The one failure path: the error recorded, the person told, a trace for a bug."""
     record.error = error_text(exc)
     record.answer = failure_text(exc, record.turn_id)
+    if isinstance(exc, (StoreError, SearchBackendError)) and not isinstance(exc, RedisUnavailable):
+        BACKEND_ERRORS.labels("search").inc()  # Redis counts its own (bot.memory.redis)
     if not isinstance(exc, CitebotError):  # ours carry their reason; anything else is a bug
         log.error("turn_failed", error=record.error, exc_info=exc)
 
@@ -252,6 +256,7 @@ def log_turn(turnlog: TurnLog, record: TurnRecord) -> None:
     except Exception as exc:  # noqa: BLE001 - a lost log record must not lose the answer
         record.errors.append(f"turn log write failed: {error_text(exc)}")
         log.error("turn_log_failed", error=error_text(exc))
+    count_turn(record)
     log.info(
         "turn", question_words=len(words(record.question)), surface=record.surface,
         user=record.user, channel=record.channel, refused=record.refused,
@@ -262,3 +267,24 @@ def log_turn(turnlog: TurnLog, record: TurnRecord) -> None:
         passages=[p["chunk_id"] for p in record.passages], error=record.error,
         errors=record.errors, timings_ms=record.timings_ms,
     )
+
+
+def count_turn(record: TurnRecord) -> None:
+    """The turn's outcome, stage times and failed checks, into the metrics."""
+    if record.error:
+        outcome = "error"
+    elif record.refused:
+        outcome = "refused_gate" if record.composer == "gate" else "refused_model"
+    else:
+        outcome = "answered"
+    TURNS.labels(outcome).inc()
+    for stage, key in (("retrieve", "retrieve_total"), ("compose", "compose"), ("checks", "checks"),
+                       ("total", "total")):
+        if key in record.timings_ms:
+            STAGE_SECONDS.labels(stage).observe(record.timings_ms[key] / 1000)
+    quotes = sum(1 for q in record.quotes if not q["verified"])
+    citations = sum(1 for c in record.citations if not (c["resolved"] and c["retrieved"]))
+    claims = int(record.claims.get("unsupported") or 0) if record.claims else 0
+    for kind, n in (("quote", quotes), ("citation", citations), ("claim", claims)):
+        if n:
+            FAILED_CHECKS.labels(kind).inc(n)

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import redis
 
+from bot.metrics import BACKEND_ERRORS
 from search.errors import StoreError
 
 # Connect and per-command timeouts of citebot's Redis client: a Redis that is down or
@@ -23,11 +24,17 @@ def connect(url: str) -> redis.Redis:
                                 socket_connect_timeout=REDIS_TIMEOUT_S)
 
 
+class RedisUnavailable(StoreError):
+    """Redis failed a call (down, unreachable, timed out, refused the command)."""
+
+
 @contextmanager
 def redis_errors(doing: str) -> Iterator[None]:
-    """Run Redis calls; a Redis failure becomes StoreError("cannot <doing> in Redis …")."""
+    """Run Redis calls; a Redis failure becomes RedisUnavailable("cannot <doing> in Redis …")
+    and counts as a Redis backend error."""
     try:
         yield
     except redis.RedisError as exc:
-        raise StoreError(
+        BACKEND_ERRORS.labels("redis").inc()
+        raise RedisUnavailable(
             f"cannot {doing} in Redis ({exc}); check REDIS_URL and that Redis is up") from exc

@@ -38,6 +38,7 @@ from bot.answer.record import TurnRecord, new_turn_id
 from bot.answer.turn import Answerer, failed_turn
 from bot.memory.state import ConversationState
 from bot.memory.turnlog import TurnLog
+from bot.metrics import DEDUPE_HITS, RATE_LIMITED
 from bot.slack.actions import TurnActions
 from bot.slack.client import bolt_logger
 from bot.slack.dedupe import Deduper
@@ -212,6 +213,7 @@ class SlackBot:
         for key in keys:
             try:
                 if not self.deduper.claim(key):
+                    DEDUPE_HITS.inc()
                     log.info("slack_duplicate_dropped", key=key, retry_num=q.retry_num)
                     return False
             except CitebotError as exc:  # answering twice beats never answering
@@ -249,6 +251,7 @@ class SlackBot:
                 return
             decision = self._rate(q.user)
             if not decision.allowed:
+                RATE_LIMITED.inc()
                 log.info("slack_rate_limited", retry_after_s=decision.retry_after_s)
                 self.delivery.post_ephemeral(q, self._rate_notice(decision, turn_id))
                 return
@@ -315,6 +318,7 @@ class SlackBot:
                          reply_thread_ts=None, thread_key=None)
             decision = self._rate(user)
             if not decision.allowed:
+                RATE_LIMITED.inc()
                 log.info("slack_rate_limited", retry_after_s=decision.retry_after_s)
                 self.delivery.respond(respond, self._rate_notice(decision, turn_id), q)
                 return

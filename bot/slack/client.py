@@ -11,6 +11,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
+from bot.metrics import BACKEND_ERRORS
 from bot.slack.inbound import Identity
 from search.errors import ConfigError
 
@@ -26,6 +27,12 @@ def slack_error(exc: BaseException) -> str:
     if isinstance(exc, SlackApiError):
         return str(exc.response.get("error") or exc.response.status_code)
     return f"{type(exc).__name__}: {exc}"
+
+
+def slack_failed(exc: BaseException) -> str:
+    """A Slack call failed during work: counted as a Slack backend error, described."""
+    BACKEND_ERRORS.labels("slack").inc()
+    return slack_error(exc)
 
 
 def make_client(token: SecretStr | None, api_url: str | None = None) -> WebClient:

@@ -12,7 +12,7 @@ from slack_bolt import Respond
 from slack_sdk import WebClient
 
 from bot.answer.record import TurnRecord, failure_text
-from bot.slack.client import SLACK_ERRORS, slack_error
+from bot.slack.client import SLACK_ERRORS, slack_failed
 from bot.slack.inbound import Question
 from bot.slack.recall import PROGRESS_EVENT, TURN_EVENT
 from bot.slack.render import SlackMessage, render_notice, render_progress, render_turn
@@ -47,7 +47,7 @@ class Delivery:
             return self.post(q, render_progress(turn_id, q.text),
                              {"event_type": PROGRESS_EVENT, "event_payload": {"turn_id": turn_id}})
         except SLACK_ERRORS as exc:
-            log.warning("slack_progress_failed", error=slack_error(exc))
+            log.warning("slack_progress_failed", error=slack_failed(exc))
             return None
 
     def turn(self, q: Question, record: TurnRecord, progress_ts: str | None) -> None:
@@ -65,20 +65,20 @@ class Delivery:
                                         blocks=first.block_dicts(), metadata=metadata)
                 delivered = True
             except SLACK_ERRORS as exc:
-                log.warning("slack_update_failed", error=slack_error(exc))
+                log.warning("slack_update_failed", error=slack_failed(exc))
         if not delivered:
             self.post(q, first, metadata)
             if progress_ts:
                 try:
                     self.client.chat_delete(channel=q.channel, ts=progress_ts)
                 except SLACK_ERRORS as exc:
-                    log.warning("slack_placeholder_left", error=slack_error(exc))
+                    log.warning("slack_placeholder_left", error=slack_failed(exc))
         for more in messages[1:]:
             self.post(q, more)
 
     def failure(self, q: Question, turn_id: str, exc: BaseException, progress_ts: str | None) -> None:
         """An unexpected failure: logged with its trace, and said in Slack with the turn id."""
-        log.error("slack_turn_failed", error=slack_error(exc), exc_info=exc)
+        log.error("slack_turn_failed", error=slack_failed(exc), exc_info=exc)
         notice = failure_notice(exc, turn_id)
         try:
             if progress_ts:
@@ -87,7 +87,7 @@ class Delivery:
             else:
                 self.post(q, notice)
         except SLACK_ERRORS as post_exc:
-            log.error("slack_reply_failed", error=slack_error(post_exc))
+            log.error("slack_reply_failed", error=slack_failed(post_exc))
 
     def respond(self, respond: Respond, message: SlackMessage, q: Question | None = None,
                 response_type: str = "ephemeral") -> bool:
@@ -100,13 +100,13 @@ class Delivery:
                 return True
             log.warning("slack_respond_failed", status=r.status_code, body=r.body[:200])
         except SLACK_ERRORS as exc:
-            log.warning("slack_respond_failed", error=slack_error(exc))
+            log.warning("slack_respond_failed", error=slack_failed(exc))
         if q is not None and q.user:
             try:
                 self.post_ephemeral(q, message)
                 return True
             except SLACK_ERRORS as exc:
-                log.error("slack_reply_failed", error=slack_error(exc))
+                log.error("slack_reply_failed", error=slack_failed(exc))
         return False
 
     def delete_original(self, respond: Respond) -> None:
@@ -116,4 +116,4 @@ class Delivery:
             if r.status_code != 200:
                 log.warning("slack_delete_failed", status=r.status_code, body=r.body[:200])
         except SLACK_ERRORS as exc:
-            log.warning("slack_delete_failed", error=slack_error(exc))
+            log.warning("slack_delete_failed", error=slack_failed(exc))

@@ -11,7 +11,7 @@ import structlog
 from slack_sdk import WebClient
 
 from bot.memory.state import HISTORY_TURNS, ConversationState, PriorTurn
-from bot.slack.client import SLACK_ERRORS, slack_error
+from bot.slack.client import SLACK_ERRORS, slack_failed
 from bot.slack.inbound import Identity, Question
 from bot.slack.render import unescape
 
@@ -67,7 +67,7 @@ class ThreadRecall:
                 if not cursor:
                     break
         except SLACK_ERRORS as exc:
-            log.warning("slack_thread_read_failed", error=slack_error(exc))
+            log.warning("slack_thread_read_failed", error=slack_failed(exc))
             return None
         return messages
 

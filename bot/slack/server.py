@@ -21,6 +21,7 @@ import structlog
 from slack_bolt import App
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
+from bot.metrics import exposition
 from search.errors import ConfigError
 
 log = structlog.get_logger("citebot.server")
@@ -28,6 +29,7 @@ log = structlog.get_logger("citebot.server")
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
+METRICS_PATH = "/metrics"
 # A client that sends nothing for this long is dropped, so idle sockets cannot pile up.
 REQUEST_TIMEOUT_S = 10
 
@@ -55,13 +57,17 @@ def _not_found(environ: dict, start_response: Callable[..., Any]) -> Iterable[by
 
 
 def probes(readiness: Readiness | None, inner: WsgiApp = _not_found) -> WsgiApp:
-    """/healthz and /readyz in front of another WSGI application."""
+    """/healthz, /readyz and /metrics in front of another WSGI application."""
 
     def application(environ: dict, start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO")
         if environ.get("REQUEST_METHOD") == "GET" and path == HEALTH_PATH:
             start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
             return [b"ok"]
+        if environ.get("REQUEST_METHOD") == "GET" and path == METRICS_PATH:
+            body, content_type = exposition()
+            start_response("200 OK", [("Content-Type", content_type)])
+            return [body]
         if environ.get("REQUEST_METHOD") == "GET" and path == READY_PATH:
             try:
                 checks = readiness() if readiness is not None else {}
