@@ -283,6 +283,7 @@ def selected_files(collection: Collection, pkg: Path) -> tuple[list[tuple[str, P
                               f"a folder of package {collection.package} (looked in {root})")
     chosen: list[tuple[str, Path]] = []
     notes: list[str] = []
+    used: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames.sort()
         for fname in sorted(filenames + [d for d in dirnames if (Path(dirpath) / d).is_symlink()]):
@@ -290,11 +291,15 @@ def selected_files(collection: Collection, pkg: Path) -> tuple[list[tuple[str, P
             rel = path.relative_to(root).as_posix()
             if not _matches(rel, collection.include) or _matches(rel, collection.exclude):
                 continue
+            used.update(g for g in collection.include if _matches(rel, (g,)))
             real = _resolve_in(pkg, path)
             if real is None:
                 notes.append(f"{rel}: a link to nothing inside the package, left out")
                 continue
             chosen.append((rel.removesuffix(".gz"), real))
+    for glob in collection.include:
+        if glob not in used:
+            notes.append(f"include glob {glob!r} matches no file")
     return chosen, notes
 
 
@@ -331,7 +336,8 @@ def fetch(collection: Collection, quiet: bool = False) -> Path:
     _swap_in(tmp, collection.docs)
     version = _deb_version(deb)
     (collection.cache / "VERSION").write_text(f"{collection.package} {version}\n", encoding="utf-8")
-    stamp_path.write_text(json.dumps({"selection": wanted, "version": version, "files": len(files)},
+    stamp_path.write_text(json.dumps({"selection": wanted, "version": version, "files": len(files),
+                                      "notes": notes},
                                      indent=1) + "\n", encoding="utf-8")
     return collection.docs
 
@@ -417,7 +423,7 @@ def check_items(collection: Collection, lines: list[str], texts: dict[str, list[
             rep.problems.append(f"{at}: must_contain must be a list of non-empty strings")
             ok = False
         elif kind == "unanswerable" and must:
-            rep.problems.append(f"{at}: an unanswerable item has must_contain = []")
+            rep.problems.append(f"{at}: an unanswerable item must have must_contain = [] (it has {must!r})")
         elif kind in KINDS and kind != "unanswerable" and not must:
             rep.problems.append(f"{at}: an answerable ({kind}) item needs at least one must_contain string")
         if isinstance(iid, str):
@@ -486,6 +492,11 @@ def validate(collection: Collection) -> Report:
         return Report([f"{collection.questions}: unreadable ({exc.strerror or exc})"], [], [])
     rep = check_items(collection, lines, texts)
     rep.problems.extend(check_glossary(collection))
+    try:
+        fetched = json.loads((collection.cache / "fetched.json").read_text(encoding="utf-8"))
+        rep.warnings.extend(f"fetch: {note}" for note in fetched.get("notes", []))
+    except (OSError, json.JSONDecodeError):
+        pass
     if refused:
         rep.warnings.append(f"{len(refused)} files of docs/ the loaders refuse (not ingested): "
                             + "; ".join(refused[:5]) + (" ..." if len(refused) > 5 else ""))
