@@ -192,7 +192,7 @@ def named_folders(names: list[str]) -> list[Path]:
 
 def _run(cmd: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     except FileNotFoundError as exc:
         raise CollectionError(f"{cmd[0]} is not installed ({exc}); fetching needs Debian's "
                               "apt-get and dpkg-deb") from exc

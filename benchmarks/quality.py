@@ -136,6 +136,7 @@ def citebot_command() -> str:
 class Runner:
     backend: str
     fingerprint: str
+    fresh: bool = False
     citebot: str = field(default_factory=citebot_command)
 
     def env(self, t: Target) -> dict[str, str]:
@@ -165,7 +166,8 @@ class Runner:
     def run(self, t: Target, args: list[str]) -> list[dict]:
         """citebot ARGS with cwd = the docs folder (sources are named relative to it);
         its stdout parsed as JSON lines."""
-        r = subprocess.run([self.citebot, *args], cwd=t.docs, env=self.env(t), capture_output=True, text=True)
+        r = subprocess.run([self.citebot, *args], cwd=t.docs, env=self.env(t), capture_output=True,
+                           text=True, check=False)
         if r.returncode != 0:
             tail = "\n".join(r.stderr.strip().splitlines()[-5:])
             raise QualityError(f"{t.name}: citebot {' '.join(args)} failed (exit {r.returncode}):\n{tail}")
@@ -179,7 +181,8 @@ class Runner:
         """Ingest the docs folder; a store built by other chunking code is built afresh."""
         if self.backend == "embedded":
             store, stamp = self.store(t), QUALITY_CACHE / f"{t.name}-store.code"
-            if store.exists() and (not stamp.exists() or stamp.read_text().strip() != self.fingerprint):
+            if store.exists() and (self.fresh or not stamp.exists()
+                                   or stamp.read_text().strip() != self.fingerprint):
                 shutil.rmtree(store)
             store.parent.mkdir(parents=True, exist_ok=True)
         summary = self.run(t, ["ingest", ".", "--json"])[-1]
@@ -303,7 +306,9 @@ COMPARED = {
 def compare(base: list[dict], now: list[dict]) -> dict:
     """Per mode, pooled held-out items and per collection: each compared metric for the
     baseline (a) and this run (b), b - a and its interval, on the items both runs hold."""
-    key = lambda o: (o["mode"], o["collection"], o["id"])  # noqa: E731
+    def key(o: dict) -> tuple[str, str, str]:
+        return o["mode"], o["collection"], o["id"]
+
     before = {key(o): o for o in base}
     pairs, dropped = [], []
     for o in now:
@@ -457,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: dense,lexical,hybrid")
     parser.add_argument("--backend", choices=("embedded", "elasticsearch"), default="embedded",
                         help="elasticsearch uses CITEBOT_ES_URL")
+    parser.add_argument("--fresh", action="store_true",
+                        help="build the embedded stores afresh (default: reuse them while the ingest code is the same)")
     parser.add_argument("--json", action="store_true", help="print one JSON object with everything")
     parser.add_argument("--save", type=Path, help="write this run (per-item outcomes) to FILE")
     parser.add_argument("--baseline", type=Path, help="a --save file from another revision to compare with")
@@ -478,7 +485,10 @@ def main(argv: list[str] | None = None) -> int:
                 raise QualityError(f"--baseline {args.baseline}: not a saved run of this script ({exc})") from exc
         names = [n.strip() for n in args.collections.split(",") if n.strip()] if args.collections else None
         ts = targets(names)
-        runner = Runner(args.backend, code_fingerprint())
+        if args.fresh and args.backend == "elasticsearch":
+            raise QualityError("--fresh is for the embedded stores; on Elasticsearch delete the "
+                               "citebot-quality-* indices instead")
+        runner = Runner(args.backend, code_fingerprint(), fresh=args.fresh)
         result = run_all(ts, modes, runner, log)
         if baseline is not None:
             result["baseline"] = {"file": str(args.baseline), "revision": baseline.get("revision"),
