@@ -19,6 +19,7 @@ from pathlib import Path
 from ingest.chunker import ChunkingConfig, chunk_document, doc_id_for
 from ingest.embedder import Embedder
 from ingest.loaders import FORMATS, load
+from search import calibration
 from search.errors import IngestError
 from search.store import Store
 from search.types import DocumentRecord
@@ -128,5 +129,15 @@ def ingest(
         store.delete_documents(gone)
         summary.deleted = len(gone)
     store.commit_ingest()
+    recalibrate(store, embedder, changed=bool(summary.documents or summary.deleted))
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def recalibrate(store: Store, embedder: Embedder, *, changed: bool) -> None:
+    """The refusal gate's calibration, stored with the collection (search.calibration):
+    measured again whenever the collection changed, or when it has none yet."""
+    if store.chunk_count() == 0:
+        return
+    if changed or calibration.stored(store) is None:
+        calibration.calibrate(store, embedder.encode_texts)

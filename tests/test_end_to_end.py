@@ -57,8 +57,8 @@ def test_answer_quotes_are_verified_and_cited(answerer):
 
 
 def test_unanswerable_question_is_refused_with_nearest_passages(answerer):
-    record = answerer.ask("What is the company's policy on parental leave?")
-    assert record.refused
+    record = answerer.ask("How do I upgrade the Kubernetes version on the site racks?")
+    assert record.refused and record.refusal_stage == "gate"
     assert "does not cover" in record.answer and "Nearest passages" in record.answer
     assert record.citations == []
 
