@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
 from pathlib import PurePosixPath
 
 # ARIA landmark roles that are never the page's own text.
@@ -131,44 +130,47 @@ def is_page_stamp(text: str) -> bool:
     return len(text.split()) <= PAGE_STAMP_MAX_WORDS and bool(PAGE_STAMP.match(text))
 
 
-# The repetition rule. A paragraph is furniture when it stands verbatim on at least
-# REPEAT_SHARE of the pages of a scope (the ingested folder, or any subfolder of it
-# holding at least REPEAT_MIN_PAGES pages) and on at least REPEAT_MIN_PAGES pages.
-# Measured on the tuned HTML collections (share of pages a paragraph stands on, per
-# folder, after the structural rules): furniture stands on 81-100% of the pages of its
-# folder (git's "Part of the git(1) suite" 81%, sqlite's "See also lists of Objects,
-# Constants, and Functions." on all of c3ref/, its release-log header on all of
-# releaselog/); the most repeated real text stands on at most 18% (git's "--quiet"
-# option term; sqlite "Hashes:" 35% of releaselog/). Half sits in the wide gap. The
-# floor keeps a small collection's shared paragraphs (examples/handbook: no paragraph on
-# more than 2 pages; 7 HTML pages in all) out of reach: a scope of fewer than
-# REPEAT_MIN_PAGES pages is never judged.
+# The repetition rule. A paragraph is furniture when it frames pages (stands among the
+# first or last FRAME_PARAGRAPHS paragraphs of a page) verbatim on at least REPEAT_SHARE
+# of the pages of a scope, and on at least REPEAT_MIN_PAGES pages. Scopes: the ingested
+# folder and each subfolder, each counted twice, with and without its subfolders.
+# Measured (share of a scope's pages, after the structural rules; dev subsets and whole
+# packages of git-doc, sqlite3-doc, sphinx-doc, libcommons-fileupload-java-doc): what a
+# generator repeats frames 68-100% of the pages of its scope (git's "Part of the git(1)
+# suite" 97% of the top folder's pages, sqlite's "See also lists of Objects, Constants,
+# and Functions." 98% of c3ref/, its release-log preamble 100% of releaselog/). Real text
+# repeats too, but inside pages: Sphinx's admonition label "Note" stands on 51-83% of
+# the pages of a scope, Javadoc's "Description" table header on 65%; framing pages,
+# neither reaches a third. The floor keeps small collections out of reach: a scope of
+# fewer than REPEAT_MIN_PAGES pages is never judged (examples/handbook has 7 HTML pages,
+# and no paragraph stands on more than 2 of its 34 documents).
+FRAME_PARAGRAPHS = 3
 REPEAT_SHARE = 0.5
 REPEAT_MIN_PAGES = 8
 
 
-def repeated_blocks(pages: dict[str, Iterable[str]]) -> dict[str, set[str]]:
+def repeated_blocks(pages: dict[str, list[str]]) -> dict[str, set[str]]:
     """Per page (by source), the paragraphs that are furniture by repetition.
 
     `pages` maps each HTML page's source (its path relative to the ingested folder) to
-    its paragraph texts. Scopes are the whole folder and each subfolder, counted
-    recursively; a paragraph counts once per page.
+    its paragraph texts in reading order; a paragraph counts once per page.
     """
-    texts = {source: set(paras) for source, paras in pages.items()}
-    scopes: dict[str, list[str]] = defaultdict(list)
-    for source in texts:
-        scopes[""].append(source)
-        for parent in PurePosixPath(source).parents:
-            if str(parent) != ".":
-                scopes[str(parent)].append(source)
+    frames = {source: set(paras[:FRAME_PARAGRAPHS]) | set(paras[-FRAME_PARAGRAPHS:])
+              for source, paras in pages.items()}
+    scopes: dict[tuple[str, bool], list[str]] = defaultdict(list)
+    for source in pages:
+        folder = str(PurePosixPath(source).parent)
+        scopes[(folder, False)].append(source)
+        for parent in (PurePosixPath(source).parent, *PurePosixPath(source).parent.parents):
+            scopes[(str(parent), True)].append(source)
     furniture: dict[str, set[str]] = defaultdict(set)
     for members in scopes.values():
         if len(members) < REPEAT_MIN_PAGES:
             continue
-        counts = Counter(t for source in members for t in texts[source])
+        counts = Counter(t for source in members for t in frames[source])
         needed = max(REPEAT_MIN_PAGES, REPEAT_SHARE * len(members))
         common = {t for t, n in counts.items() if n >= needed}
-        if common:
-            for source in members:
-                furniture[source] |= texts[source] & common
+        for source in members:
+            if frames[source] & common:
+                furniture[source] |= frames[source] & common
     return dict(furniture)

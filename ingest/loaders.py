@@ -340,8 +340,13 @@ class _HTMLOutline(HTMLParser):
         between = "".join(t for t, k in segments if k == "text")
         if "nav" in links and furniture.SEPARATORS.match(between):
             return True
-        # Runs of link segments count once: "Home › Guide › Page".
+        # A breadcrumb trail: links joined by » › > → /, perhaps ending in the page's own
+        # name as plain text ("Home › Guide › Page"). Runs of link segments count once.
         runs = sum(1 for i, (_, k) in enumerate(segments) if k != "text" and (i == 0 or segments[i - 1][1] == "text"))
+        tail = segments[-1][0] if segments[-1][1] == "text" else ""
+        lead = tail[: len(tail) - len(tail.lstrip(" \t\n»›>→/"))]
+        if furniture.BREADCRUMB_SEPARATOR.search(lead) and len(tail.split()) <= 8:
+            between = between[: len(between) - len(tail)] + lead
         return runs >= 2 and bool(furniture.SEPARATORS.match(between)) and bool(
             furniture.BREADCRUMB_SEPARATOR.search(between))
 

@@ -184,18 +184,19 @@ def library_warnings(source: str) -> Iterator[None]:
         lg.addHandler(handler)
         lg.propagate = False
         lg.setLevel(logging.WARNING)
+    caught: list[warnings.WarningMessage] = []
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             yield
-    finally:
+    finally:  # a file that fails to load has its warnings logged too
         for lg, (propagate, level) in zip(loggers, saved):
             lg.removeHandler(handler)
             lg.propagate, lg.level = propagate, level
-    for record in records:
-        log.debug("library_warning", source=source, library=record.name, message=record.getMessage())
-    for w in caught:
-        log.debug("library_warning", source=source, library=w.category.__name__, message=str(w.message))
+        for record in records:
+            log.debug("library_warning", source=source, library=record.name, message=record.getMessage())
+        for w in caught:
+            log.debug("library_warning", source=source, library=w.category.__name__, message=str(w.message))
 
 
 def without(doc: LoadedDocument, blocks: set[str]) -> LoadedDocument:
