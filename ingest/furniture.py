@@ -142,8 +142,9 @@ def is_page_stamp(text: str) -> bool:
 # repeats too, but inside pages: Sphinx's admonition label "Note" stands on 51-83% of
 # the pages of a scope, Javadoc's "Description" table header on 65%; framing pages,
 # neither reaches a third. The floor keeps small collections out of reach: a scope of
-# fewer than REPEAT_MIN_PAGES pages is never judged (examples/handbook has 7 HTML pages,
-# and no paragraph stands on more than 2 of its 34 documents).
+# fewer than REPEAT_MIN_PAGES pages is never judged, and no paragraph of
+# examples/handbook stands on more than 2 of its 34 documents (its folders hold 4-11).
+# Judged: HTML, Markdown and text pages (ingest/pipeline.py REPETITION_FORMATS).
 FRAME_PARAGRAPHS = 3
 REPEAT_SHARE = 0.5
 REPEAT_MIN_PAGES = 8
@@ -152,8 +153,8 @@ REPEAT_MIN_PAGES = 8
 def repeated_blocks(pages: dict[str, list[str]]) -> dict[str, set[str]]:
     """Per page (by source), the paragraphs that are furniture by repetition.
 
-    `pages` maps each HTML page's source (its path relative to the ingested folder) to
-    its paragraph texts in reading order; a paragraph counts once per page.
+    `pages` maps each page's source (its path relative to the ingested folder) to its
+    paragraph texts in reading order; a paragraph counts once per page.
     """
     frames = {source: set(paras[:FRAME_PARAGRAPHS]) | set(paras[-FRAME_PARAGRAPHS:])
               for source, paras in pages.items()}

@@ -289,7 +289,7 @@ class _HTMLOutline(HTMLParser):
         elif tag in ("ul", "ol") and self.lists:
             self._flush()
             outer = self.lists.pop()
-            if not self.lists and outer[2] and outer[3] >= 2 and outer[0] == len(self.outline.sections):
+            if not self.lists and outer[2] and outer[3] and outer[0] == len(self.outline.sections):
                 # Every item only links within the page: a table of contents.
                 del self.outline.sections[-1].paragraphs[outer[1]:]
         elif tag in self.BLOCKS:
@@ -323,7 +323,7 @@ class _HTMLOutline(HTMLParser):
             outer = self.lists[0]
             outer[3] += 1
             other = "".join(t for t, k in segments if k != "anchor")
-            if not re.fullmatch(r"[\s\d.§]*", other):
+            if not re.fullmatch(r"[\s\d.§:;,()]*", other):
                 outer[2] = False
         if self._furniture_paragraph(segments, text):
             return

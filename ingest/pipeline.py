@@ -53,6 +53,10 @@ log = structlog.get_logger("citebot.ingest")
 
 # Loggers of the libraries the loaders call; their records are the file's, not the user's.
 LIBRARY_LOGGERS = ("pypdf", "PyPDF2", "fontTools", "PIL")
+# Formats judged by the repetition rule (ingest/furniture.py): pages that site generators
+# and wiki exports write. Every such file is loaded on every run, changed or not, which
+# is cheap for these; a PDF is loaded only when it changed (layout extraction is slow).
+REPETITION_FORMATS = ("html", "markdown", "text")
 
 
 @dataclass
@@ -247,11 +251,11 @@ def _claims(found: list[Found], stored: dict[str, tuple[str, Path]]) -> tuple[li
 class _Read:
     found: Found
     content_hash: str
-    doc: LoadedDocument | None  # loaded when it may need writing (HTML always: see below)
+    doc: LoadedDocument | None  # loaded when it may need writing, or is judged for furniture
 
 
 def _read(f: Found, stored: dict[str, tuple[str, Path]]) -> _Read:
-    """Hash a file and load it when it changed; HTML always, for the collection-level furniture rule."""
+    """Hash a file and load it when it changed; text formats always, for the repetition rule."""
     if not f.path.exists():
         raise IngestError(f"{f.source}: no such file")
     fmt = FORMATS.get(f.path.suffix.lower())
@@ -259,7 +263,7 @@ def _read(f: Found, stored: dict[str, tuple[str, Path]]) -> _Read:
         raise IngestError(f"{f.source}: unsupported format {f.path.suffix or '(no extension)'!r}")
     content_hash = hashlib.sha256(f.path.read_bytes()).hexdigest()
     old = stored.get(f.source)
-    if fmt != "html" and old == (content_hash, f.origin):
+    if fmt not in REPETITION_FORMATS and old == (content_hash, f.origin):
         return _Read(f, content_hash, None)
     with library_warnings(f.source):
         doc = load(f.path, f.source)
@@ -267,10 +271,10 @@ def _read(f: Found, stored: dict[str, tuple[str, Path]]) -> _Read:
 
 
 def _furniture(reads: list[_Read]) -> dict[str, set[str]]:
-    """Per source, the paragraphs repeated on most HTML pages of the same ingested folder."""
+    """Per source, the paragraphs framing most pages of the same ingested folder."""
     groups: dict[Path | None, dict[str, list[str]]] = defaultdict(dict)
     for r in reads:
-        if r.doc is not None and r.doc.format == "html":
+        if r.doc is not None and r.doc.format in REPETITION_FORMATS:
             groups[r.found.folder][r.found.source] = [p.text for s in r.doc.sections for p in s.paragraphs]
     out: dict[str, set[str]] = {}
     for pages in groups.values():
