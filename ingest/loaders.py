@@ -123,11 +123,11 @@ class _HTMLOutline(HTMLParser):
     """Headings and paragraphs of an HTML page, page furniture left out (ingest/furniture.py)."""
 
     BLOCKS = frozenset({"p", "li", "pre", "blockquote", "dd", "dt", "tr", "figcaption", "caption",
-              "div", "section", "article", "td", "th", "br", "table", "ul", "ol", "dl", "hr",
-              "nav", "header", "footer", "aside", "main", "form"})
+                        "div", "section", "article", "td", "th", "br", "table", "ul", "ol", "dl",
+                        "hr", "nav", "header", "footer", "aside", "main", "form"})
     SKIP = frozenset({"script", "style", "noscript", "template", "head"})
     VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
-            "param", "source", "track", "wbr"})
+                      "param", "source", "track", "wbr"})
     # An open element of these is closed by the next one of the same kind.
     SELF_CLOSING = frozenset({"li", "dt", "dd", "tr", "td", "th", "p", "option"})
     NEVER_FURNITURE = frozenset({"html", "body", "main", "article"})
@@ -150,7 +150,8 @@ class _HTMLOutline(HTMLParser):
         self.content = 0
         self.main = 0
         self.links: list[tuple[list[list[str]], int, dict[str, str | None]]] = []
-        # Lists: (paragraph count at its start, section count, whether all is in-page links).
+        # The outermost open list: [section count and paragraph count at its start, whether
+        # every item only links within the page, items read]; nested lists add [].
         self.lists: list[list] = []
         # The stack depth of a level 1-2 heading read inside furniture (see handle_starttag).
         self.furniture_heading: int | None = None

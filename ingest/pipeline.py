@@ -89,7 +89,9 @@ class Found:
     path: Path
     source: str
     origin: Path  # the resolved folder `source` is relative to
-    folder: Path | None  # the resolved ingested folder it was found in; None: named by the user
+    # The resolved folder whose pages judge its repetition (ingest/furniture.py): the one it
+    # was found in, or the one that named it; None for a new file named on its own.
+    folder: Path | None
 
     @property
     def location(self) -> Path:
@@ -209,13 +211,20 @@ def without(doc: LoadedDocument, blocks: set[str]) -> LoadedDocument:
     return LoadedDocument(doc.source, doc.title, doc.format, [s for s in sections if s.paragraphs])
 
 
-def _name(found: list[Found], stored: dict[str, tuple[str, Path]]) -> list[Found]:
-    """A file named on the command line keeps the name its folder's ingest gave it."""
-    by_location = {origin / source: (source, origin) for source, (_h, origin) in stored.items()}
+def _name(found: list[Found], stored: dict[str, str]) -> list[Found]:
+    """A file the store already holds keeps its name: named on its own, or found again by
+    ingesting a subfolder of the folder that named it. (A name an older version gave,
+    relative to the working directory, is replaced by the new one.)"""
+    by_location = {}
+    for source, value in stored.items():
+        if "@" in value:
+            _h, origin = parse_fingerprint(value)
+            by_location[origin / source] = (source, origin)
     named = []
     for f in found:
-        known = by_location.get(f.location) if f.folder is None else None
-        named.append(Found(f.path, known[0], known[1], None) if known else f)
+        known = by_location.get(f.location)
+        # A file named on its own is judged for furniture with the pages of its folder.
+        named.append(Found(f.path, known[0], known[1], f.folder or known[1]) if known else f)
     return named
 
 
@@ -270,23 +279,40 @@ def _read(f: Found, stored: dict[str, tuple[str, Path]]) -> _Read:
     return _Read(f, content_hash, doc)
 
 
-def _furniture(reads: list[_Read]) -> dict[str, set[str]]:
+def _paragraphs(doc: LoadedDocument) -> list[str]:
+    return [p.text for s in doc.sections for p in s.paragraphs]
+
+
+def _furniture(reads: list[_Read], walked: set[Path]) -> dict[str, set[str]]:
     """Per source, the paragraphs framing most pages of the same ingested folder."""
     groups: dict[Path | None, dict[str, list[str]]] = defaultdict(dict)
+    members: dict[Path | None, set[str]] = defaultdict(set)
     for r in reads:
         if r.doc is not None and r.doc.format in REPETITION_FORMATS:
-            groups[r.found.folder][r.found.source] = [p.text for s in r.doc.sections for p in s.paragraphs]
+            groups[r.found.folder][r.found.source] = _paragraphs(r.doc)
+            members[r.found.folder].add(r.found.source)
+    for folder, pages in groups.items():
+        if folder is not None and folder not in walked and folder.is_dir():
+            # Files named on their own: their folder's other pages are read (not written).
+            for f in discover([folder])[0]:
+                if f.source not in pages and FORMATS.get(f.path.suffix.lower()) in REPETITION_FORMATS:
+                    try:
+                        with library_warnings(f.source):
+                            pages[f.source] = _paragraphs(load(f.path, f.source))
+                    except (IngestError, OSError):
+                        continue
     out: dict[str, set[str]] = {}
-    for pages in groups.values():
-        out.update(repeated_blocks(pages))
+    for folder, pages in groups.items():
+        out.update({s: v for s, v in repeated_blocks(pages).items() if s in members[folder]})
     return out
 
 
 def prepare(paths: Iterable[Path], stored: dict[str, str] | None = None) -> tuple[list[_Read], list[Skipped], dict[str, set[str]]]:
     """Discover, name, read and judge furniture: everything before chunking, no store writes."""
+    paths = [Path(p) for p in paths]
     known = {s: parse_fingerprint(v) for s, v in (stored or {}).items()}
     found, skipped = discover(paths)
-    found, refused = _claims(_name(found, known), known)
+    found, refused = _claims(_name(found, stored or {}), known)
     skipped += refused
     reads: list[_Read] = []
     for f in found:
@@ -296,7 +322,8 @@ def prepare(paths: Iterable[Path], stored: dict[str, str] | None = None) -> tupl
             skipped.append(Skipped(f.source, str(exc).removeprefix(f"{f.source}: ")))
         except OSError as exc:
             skipped.append(Skipped(f.source, f"unreadable ({exc.strerror or exc})"))
-    return reads, skipped, _furniture(reads)
+    walked = {p.resolve() for p in paths if p.is_dir()}
+    return reads, skipped, _furniture(reads, walked)
 
 
 def load_collection(paths: Iterable[Path]) -> tuple[list[LoadedDocument], list[Skipped]]:

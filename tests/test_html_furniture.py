@@ -160,3 +160,7 @@ def test_repetition_is_judged_again_when_the_folder_grows(tmp_path, embedder):
     summary = ingest([site], store, embedder, progress=False)
     assert summary.documents == 9 and summary.unchanged == 0
     assert not any("Maintained by" in c.text for c in store.iter_chunks())
+    # One page named on its own is judged with its folder's pages: nothing changes.
+    alone = ingest([site / "p3.html"], store, embedder, progress=False)
+    assert (alone.documents, alone.unchanged) == (0, 1)
+    assert not any("Maintained by" in c.text for c in store.iter_chunks())

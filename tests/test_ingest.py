@@ -167,6 +167,10 @@ def test_sources_are_relative_to_the_ingested_folder_and_a_file_keeps_its_folder
     (docs / "ops" / "doc0.md").write_text("# Changed\n\nOnly one paragraph now.\n")
     summary = ingest([docs / "ops" / "doc0.md"], store, embedder, progress=False)
     assert summary.documents == 1 and set(store.document_hashes()) == {"ops/doc0.md", "ops/doc1.md"}
+    # Ingesting a subfolder of the ingested folder finds the same documents, names kept.
+    again = ingest([docs / "ops"], store, embedder, progress=False)
+    assert (again.documents, again.unchanged, again.deleted) == (0, 2, 0)
+    assert set(store.document_hashes()) == {"ops/doc0.md", "ops/doc1.md"}
     # A file new to the store is named by its file name.
     loose = tmp_path / "elsewhere" / "notes.md"
     loose.parent.mkdir()
