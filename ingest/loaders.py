@@ -260,6 +260,12 @@ class _HTMLOutline(HTMLParser):
             self.in_title = False
         if tag in self.VOID:
             return
+        if re.fullmatch(r"h[1-6]", tag):
+            # Any heading end tag closes the open heading, as browsers do ("<h2>…</h1>").
+            for t, *_ in reversed(self.stack):
+                if re.fullmatch(r"h[1-6]", t):
+                    tag = t
+                    break
         self._pop_to(tag)
 
     def _closed(self, tag: str) -> None:

@@ -116,6 +116,13 @@ def test_hand_written_site_markers_and_paragraph_shapes():
     assert headings(html) == [("Swap stations", "Checks")]  # the title kept as a heading
 
 
+def test_a_mismatched_heading_end_tag_still_ends_the_heading():
+    # sqlite.org's keyword index opens <h2> and closes </h1>: the page is its links, not one heading.
+    html = page(f"<h2 align=center>Keyword Index</h1><ul><li><a href='a.html'>ACID</a></li></ul><p>{BODY}</p>")
+    assert headings(html) == [("Keyword Index",)]
+    assert paragraphs(html) == ["ACID", BODY]
+
+
 def test_a_page_without_furniture_reads_as_before():
     html = page(f"<h1>Top</h1><p>Fish &amp; chips&rsquo;\n  today</p><h2>Next</h2><ul><li>one</li>"
                 "<li><a href='x.html'>two</a></li></ul><table><tr><td>a</td><td>b</td></tr></table>"
