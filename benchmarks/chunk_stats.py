@@ -21,6 +21,10 @@ a store built by any version). A paragraph of a chunk is furniture when it
 - stands verbatim among the first or last three paragraphs of at least DETECT_SHARE of
   the store's documents (and of DETECT_MIN_DOCS of them): page headers and footers.
 `--show N` prints N flagged paragraphs with the rule that flagged them.
+
+`--folder PATH` measures a folder without a store or an embedding: it is loaded and
+chunked as `citebot ingest PATH` would (furniture rules included), tokens counted by the
+embedding model's tokenizer; heading crossings are not checked there.
 """
 
 from __future__ import annotations
@@ -106,16 +110,31 @@ def furniture_detector(chunks: list[Chunk]):
     return rule
 
 
+def folder_chunks(folder: Path) -> list[Chunk]:
+    """The chunks `citebot ingest FOLDER` would write, without embedding them."""
+    from ingest.chunker import chunk_document, doc_id_for
+    from ingest.embedder import Embedder
+    from ingest.pipeline import load_collection
+
+    count = Embedder().count_tokens
+    docs, _skipped = load_collection([folder])
+    return [c for d in docs for c in chunk_document(d, doc_id_for(d.source), count)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, help="the folder that was ingested (sources are relative to it)")
     parser.add_argument("--furniture", action="store_true", help="count chunks holding page furniture")
     parser.add_argument("--show", type=int, default=0, help="print this many furniture paragraphs")
+    parser.add_argument("--folder", type=Path, help="chunk this folder as ingest would, without a store")
     args = parser.parse_args()
-    store = EmbeddedStore(Path(os.environ.get("CITEBOT_STORE", "~/.local/share/citebot/store")).expanduser())
-    chunks = store.iter_chunks()
+    if args.folder:
+        chunks = folder_chunks(args.folder)
+    else:
+        store = EmbeddedStore(Path(os.environ.get("CITEBOT_STORE", "~/.local/share/citebot/store")).expanduser())
+        chunks = store.iter_chunks()
     if not chunks:
-        sys.exit("the store is empty: run citebot ingest first")
+        sys.exit("no chunks: run citebot ingest first (or give --folder)")
     tokens = [c.tokens for c in chunks]
     sections: dict[tuple, list[int]] = defaultdict(list)
     for c in chunks:
@@ -123,7 +142,7 @@ def main() -> None:
     long_sections = [t for v in sections.values() if len(v) > 1 for t in v]
     crossings = 0
     paragraphs_by_section: dict[str, dict[tuple, set[str]]] = {}
-    for c in chunks:
+    for c in chunks if not args.folder else []:
         if c.source not in paragraphs_by_section:
             path = args.root / c.source if args.root else Path(c.source)
             doc = load(path, c.source)
@@ -132,7 +151,7 @@ def main() -> None:
         if not all(p in own for p in c.text.split(PARAGRAPH_SEPARATOR)):
             crossings += 1
     band = lambda xs: sum(BAND_MIN_TOKENS <= x <= BAND_MAX_TOKENS for x in xs) / max(1, len(xs))  # noqa: E731
-    print(f"documents                      {len(paragraphs_by_section)}")
+    print(f"documents                      {len({c.source for c in chunks})}")
     print(f"chunks                         {len(chunks)}")
     print(f"tokens (all chunks)            {sum(tokens)}")
     print(f"median tokens                  {statistics.median(tokens):.0f}")
@@ -140,7 +159,7 @@ def main() -> None:
     print(f"chunks of split sections       {len(long_sections)} in {sum(1 for v in sections.values() if len(v) > 1)} sections")
     print(f"  share in {BAND_MIN_TOKENS}-{BAND_MAX_TOKENS} tokens       {band(long_sections):.1%}")
     print(f"share in band (all chunks)     {band(tokens):.1%}")
-    print(f"heading crossings              {crossings}")
+    print(f"heading crossings              {crossings if not args.folder else 'not checked'}")
     if args.furniture:
         rule = furniture_detector(chunks)
         flagged = []
