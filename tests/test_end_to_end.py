@@ -8,6 +8,7 @@ from bot.answer.checks import quote_in
 from bot.answer.compose import ExtractiveComposer
 from bot.answer.turn import Answerer
 from bot.memory.state import InProcessState
+from ingest.loaders import load
 from search.glossary import Glossary
 from search.retrieve import Retriever
 from tests.conftest import EXAMPLES, HANDBOOK
@@ -23,17 +24,14 @@ def answerer(examples_store, embedder):
 def test_every_chunk_is_verbatim_text_of_its_source(examples_store):
     from pathlib import Path
 
-    from ingest.loaders import load
-
-    REPO = HANDBOOK.parent.parent
     loaded = {}
     for c in examples_store.iter_chunks():
         if c.source not in loaded:
-            loaded[c.source] = {p.text for s in load(REPO / c.source, c.source).sections for p in s.paragraphs}
+            loaded[c.source] = {p.text for s in load(HANDBOOK / c.source, c.source).sections for p in s.paragraphs}
         for para in c.text.split("\n\n"):
             assert para in loaded[c.source], (c.source, para[:80])
         if c.source.endswith(".md"):
-            raw = Path(REPO / c.source).read_text(encoding="utf-8")
+            raw = Path(HANDBOOK / c.source).read_text(encoding="utf-8")
             assert all(p in raw for p in c.text.split("\n\n"))
 
 
