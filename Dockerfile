@@ -31,8 +31,7 @@ COPY search /src/search
 COPY ingest /src/ingest
 RUN /opt/citebot/bin/pip install --no-cache-dir -q --no-deps --no-build-isolation /src \
  && /src/scripts/pip-check-cpu /opt/citebot/bin/python \
- && /opt/citebot/bin/pip uninstall -q -y pip \
- && find /opt/citebot -name '*.pyc' -path '*/tests/*' -delete
+ && /opt/citebot/bin/pip uninstall -q -y pip
 # The model loads and encodes offline, or the build fails here.
 RUN mkdir -p /tmp/probe \
  && printf '# Probe\n\nThe image encodes this sentence without a network.\n' > /tmp/probe/probe.md \
