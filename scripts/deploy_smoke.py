@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.slack_standin import BOT_ID, BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, SlackSender, SlackStandIn  # noqa: E402
+from tests import slack_standin as slack  # the one place that names the stand-in's module
 
 QUESTION = "How often does the Release Train leave?"
 CHANNEL, USER = "CSMOKE", "USMOKE"
@@ -98,10 +98,10 @@ def main() -> None:
 
     run = uuid.uuid4().hex[:8]
     volume, container = f"citebot-smoke-{run}", f"citebot-smoke-{run}"
-    standin = SlackStandIn().start()
+    standin = slack.SlackStandIn().start()
     port = free_port()
     env_file = Path(tempfile.mkstemp(prefix="citebot-smoke-", suffix=".env")[1])
-    env_file.write_text(f"SLACK_BOT_TOKEN={BOT_TOKEN}\nSLACK_SIGNING_SECRET={SIGNING_SECRET}\n"
+    env_file.write_text(f"SLACK_BOT_TOKEN={slack.BOT_TOKEN}\nSLACK_SIGNING_SECRET={slack.SIGNING_SECRET}\n"
                         f"CITEBOT_SLACK_API_URL={standin.api_url}\nCITEBOT_LOG_FORMAT=json\n"
                         f"CITEBOT_GLOSSARY=/examples/glossary.csv\n")
     os.chmod(env_file, 0o600)
@@ -126,18 +126,18 @@ def main() -> None:
         probe = wait_ready(base, container)
         log(f"{probe} answered 200 after {time.monotonic() - t:.0f} s")
 
-        message = standin.user_message(CHANNEL, USER, f"<@{BOT_USER_ID}> {QUESTION}")
+        message = standin.user_message(CHANNEL, USER, f"<@{slack.BOT_USER_ID}> {QUESTION}")
         event = {"type": "app_mention", "user": USER, "text": message["text"], "ts": message["ts"],
                  "channel": CHANNEL, "event_ts": message["ts"], "team": message["team"]}
-        delivery = SlackSender(base + "/slack/events").event(event)
+        delivery = slack.SlackSender(base + "/slack/events").event(event)
         assert delivery.status == 200, f"the signed event got {delivery.status}: {delivery.body!r}"
-        forged = SlackSender(base + "/slack/events", signing_secret="not-the-secret").event(event)
+        forged = slack.SlackSender(base + "/slack/events", signing_secret="not-the-secret").event(event)
         assert forged.status == 401, f"a wrongly signed event got {forged.status}, not 401"
 
         standin.wait_for("chat.update", 1, timeout_s=ANSWER_TIMEOUT_S)
         time.sleep(2)  # anything else the bot would (wrongly) post arrives now
         posts = [c for c in standin.calls("chat.postMessage") if c.params.get("channel") == CHANNEL]
-        replies = [m for m in standin.messages(CHANNEL) if m.get("bot_id") == BOT_ID]
+        replies = [m for m in standin.messages(CHANNEL) if m.get("bot_id") == slack.BOT_ID]
         assert len(posts) == 1 and posts[0].params.get("thread_ts") == event["ts"], \
             f"expected one post, in the thread; got {[(c.params.get('thread_ts'), c.params.get('text')) for c in posts]}"
         assert len(replies) == 1 and replies[0].get("thread_ts") == event["ts"], replies
