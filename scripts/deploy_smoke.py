@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests import slack_standin as slack  # the one place that names the stand-in's module
+from bot.testing import slack_standin as slack  # the one place that names the stand-in's module
 
 QUESTION = "How often does the Release Train leave?"
 CHANNEL, USER = "CSMOKE", "USMOKE"
