@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     anthropic_budget_s: float = Field(60.0, gt=0)
     claim_judge: bool = False
     glossary: Path | None = Field(None, description="CSV with term,alias[,definition]")
+    scopes: Path | None = Field(
+        None, description="TOML file of per-channel scopes (bot/slack/scopes.py); unset = all")
     model_dir: Path | None = Field(None, description="embedding model folder; default: bundled")
     reranker: Path | None = Field(None, description="local CrossEncoder folder; unset = no rerank")
     top_k: int = Field(10, gt=0, le=100)

@@ -14,7 +14,8 @@ from slack_bolt import Respond
 from bot.answer.record import LoggedTurn
 from bot.memory.turnlog import TurnLog
 from bot.slack.delivery import Delivery
-from bot.slack.inbound import SURFACE_COMMAND, Question
+from bot.answer.record import TurnRecord
+from bot.slack.inbound import PUBLIC_SURFACES, SURFACE_COMMAND, Question
 from bot.slack.render import escape, render_explanation, render_notice, render_turn
 
 log = structlog.get_logger("citebot.slack")
@@ -24,14 +25,29 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def may_explain(record: TurnRecord, user: str | None, channel: str | None) -> bool:
+    """Whether a person may see why a turn said what it did: their own turn, or one that
+    was posted for everyone in the channel they ask from."""
+    if user and record.user == user:
+        return True
+    return bool(channel) and record.channel == channel and record.surface in PUBLIC_SURFACES
+
+
+def may_share(record: TurnRecord, user: str | None, channel: str | None) -> bool:
+    """Only the asker shares a private answer, and only where it was asked."""
+    return bool(user) and record.user == user and bool(channel) and record.channel == channel
+
+
 class TurnActions:
     def __init__(self, delivery: Delivery, turnlog: TurnLog, command: str) -> None:
         self.delivery = delivery
         self.turnlog = turnlog
         self.command = command
 
-    def explain(self, turn_id: str, respond: Respond) -> None:
-        """`/ask why` and the Why button: the turn's explanation from the turn log."""
+    def explain(self, turn_id: str, respond: Respond, user: str | None = None,
+                channel: str | None = None) -> None:
+        """`/ask why` and the Why button: the turn's explanation from the turn log, for the
+        person who asked it or the channel it was answered in (may_explain)."""
         if not turn_id:
             self.delivery.respond(respond, render_notice(
                 "I have no earlier answer of yours to explain — ask me something first, or give a "
@@ -50,7 +66,15 @@ class TurnActions:
             self.delivery.respond(respond, render_notice(
                 f"Turn `{escape(turn_id)}` is not in the turn log (it may have expired)."))
             return
-        self.delivery.respond(respond, render_explanation(LoggedTurn.from_log(raw)))
+        turn = LoggedTurn.from_log(raw)
+        if not may_explain(turn.record, user, channel):
+            log.warning("turn_explain_refused", owner=turn.record.user, owner_channel=turn.record.channel)
+            self.delivery.respond(respond, render_notice(
+                f"Turn `{escape(turn_id)}` was asked by someone else, somewhere you may not "
+                "see, so I won't explain it here. "
+                f"`{escape(self.command)} why` explains your own last answer."))
+            return
+        self.delivery.respond(respond, render_explanation(turn))
         log.info("turn_explained")
 
     def feedback(self, turn_id: str, user: str | None, value: str, respond: Respond) -> None:
@@ -80,6 +104,12 @@ class TurnActions:
                 "share it. Ask again in the channel by mentioning me."))
             return
         record = LoggedTurn.from_log(raw).record
+        if not may_share(record, user, channel):
+            log.warning("turn_share_refused", owner=record.user, owner_channel=record.channel)
+            self.delivery.respond(respond, render_notice(
+                f"Only the person who asked turn `{escape(turn_id)}` can share it, and only in "
+                "the channel where it was asked."))
+            return
         where = Question(text=record.question, user=user, channel=channel or "",
                          surface=SURFACE_COMMAND, reply_thread_ts=None, thread_key=None)
         shared = True

@@ -26,7 +26,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,11 +40,12 @@ from bot.memory.state import ConversationState
 from bot.memory.turnlog import TurnLog
 from bot.metrics import DEDUPE_HITS, RATE_LIMITED
 from bot.slack.actions import TurnActions
-from bot.slack.client import bolt_logger
+from bot.slack.client import SLACK_ERRORS, bolt_logger, slack_failed
 from bot.slack.dedupe import Deduper
 from bot.slack.delivery import Delivery, failure_notice
 from bot.slack.inbound import (
     SURFACE_COMMAND,
+    SURFACE_EPHEMERAL,
     SURFACE_THREAD,
     Identity,
     Question,
@@ -56,6 +57,7 @@ from bot.slack.pool import LISTENER_WORKERS, TURN_WORKERS, WorkPool
 from bot.slack.ratelimit import RateDecision, RateLimiter
 from bot.slack.recall import ThreadRecall
 from bot.slack.recent import RecentTurns
+from bot.slack.scopes import ChannelPolicy, Scopes
 from bot.slack.render import (
     ACTION_FEEDBACK_DOWN,
     ACTION_FEEDBACK_UP,
@@ -74,6 +76,17 @@ log = structlog.get_logger("citebot.slack")
 
 # How long `citebot serve` lets answers in progress finish after SIGTERM.
 DRAIN_TIMEOUT_S = 30
+# How long a channel's "shared with another organisation" flag (conversations.info) is
+# trusted for slash commands; events carry the flag themselves.
+SHARED_FLAG_TTL_S = 600
+
+NOT_SHARED_NOTICE = (
+    "🔒 This channel is shared with another organisation, and citebot does not answer in "
+    "shared channels unless an admin allows it (`shared = true` in this channel's table of "
+    "the scopes file). Ask me in a channel of your own workspace or in a DM.")
+OFF_NOTICE = (
+    "🔕 citebot does not answer in this channel (its reply mode is `off` in the scopes file). "
+    "Ask me in a DM, or in a channel where I answer.")
 
 
 def _now() -> str:
@@ -109,6 +122,7 @@ class SlackBot:
         deduper: Deduper,
         limiter: RateLimiter,
         recent: RecentTurns,
+        scopes: Scopes | None = None,
     ) -> None:
         if config.signing_secret is None and not config.socket_mode:
             raise ConfigError(
@@ -122,6 +136,8 @@ class SlackBot:
         self.deduper = deduper
         self.limiter = limiter
         self.recent = recent
+        self.scopes = scopes or Scopes.everything()
+        self._shared_flags: dict[str, tuple[bool, float]] = {}
         self.command = config.slash_command
         self.delivery = Delivery(client)
         self.recall = ThreadRecall(client, state, identity)
@@ -188,7 +204,8 @@ class SlackBot:
         with self._job(channel=channel, event_id=body.get("event_id")):
             if channel.startswith("D") or self.identity.from_a_bot(event):
                 return  # DMs arrive as message.im; bots never trigger a turn
-            self._answer(mention_question(event, body.get("event_id"), _retry_num(request)))
+            q = mention_question(event, body.get("event_id"), _retry_num(request))
+            self._answer(replace(q, shared=bool(body.get("is_ext_shared_channel"))))
 
     def _on_message(self, body: dict, event: dict, request: BoltRequest) -> None:
         channel = event.get("channel", "")
@@ -201,7 +218,7 @@ class SlackBot:
                 return
             if question.surface == SURFACE_THREAD and not self.recall.recall(question):
                 return  # not a thread citebot has answered in
-            self._answer(question)
+            self._answer(replace(question, shared=bool(body.get("is_ext_shared_channel"))))
 
     def _claim(self, q: Question) -> bool:
         """First delivery wins: the event id (retries), then the message (one post, two events)."""
@@ -249,30 +266,87 @@ class SlackBot:
                     f"Ask me a question after the mention, e.g. _@citebot how often does the release "
                     f"train leave?_ — or type `{escape(self.command)} help`.", turn_id))
                 return
+            policy = self.scopes.for_channel(q.channel, q.user)
+            refusal = self._not_here(policy, q.shared)
+            if refusal:
+                log.info("slack_not_answered_here", reason=refusal, reply=policy.reply)
+                self.delivery.post_ephemeral(q, render_notice(refusal, turn_id))
+                return
             decision = self._rate(q.user)
             if not decision.allowed:
                 RATE_LIMITED.inc()
                 log.info("slack_rate_limited", retry_after_s=decision.retry_after_s)
                 self.delivery.post_ephemeral(q, self._rate_notice(decision, turn_id))
                 return
+            if policy.reply == "ephemeral":
+                # Only the asker sees it; the thread's state is theirs alone.
+                q = replace(q, surface=SURFACE_EPHEMERAL,
+                            thread_key=f"{q.thread_key}:{q.user}" if q.thread_key else None)
+                self.turns.submit(contextvars.copy_context().run, self._finish_ephemeral, q,
+                                  turn_id, policy)
+                return
             progress_ts = self.delivery.progress(q, turn_id)
-            self.turns.submit(contextvars.copy_context().run, self._finish, q, turn_id, progress_ts)
+            self.turns.submit(contextvars.copy_context().run, self._finish, q, turn_id, progress_ts,
+                              policy)
         except Exception as exc:  # noqa: BLE001 - the edge: said in Slack, logged with its trace
             self.delivery.failure(q, turn_id, exc, None)
 
-    def _finish(self, q: Question, turn_id: str, progress_ts: str | None) -> None:
+    @staticmethod
+    def _not_here(policy: ChannelPolicy, shared: bool) -> str | None:
+        """Why citebot does not answer in this channel, or None when it does."""
+        if shared and not policy.shared:
+            return NOT_SHARED_NOTICE
+        if policy.reply == "off":
+            return OFF_NOTICE
+        return None
+
+    def _channel_shared(self, channel: str) -> bool:
+        """Whether a channel is shared with another organisation (for slash commands, whose
+        payload does not say). Unknown counts as shared: the check fails closed."""
+        if not channel or channel.startswith("D"):
+            return False
+        now = time.monotonic()
+        cached = self._shared_flags.get(channel)
+        if cached and cached[1] > now:
+            return cached[0]
+        try:
+            info = self.client.conversations_info(channel=channel).get("channel") or {}
+        except SLACK_ERRORS as exc:
+            log.warning("slack_channel_info_failed", error=slack_failed(exc))
+            return True
+        shared = bool(info.get("is_ext_shared") or info.get("is_pending_ext_shared"))
+        self._shared_flags[channel] = (shared, now + SHARED_FLAG_TTL_S)
+        return shared
+
+    def _finish(self, q: Question, turn_id: str, progress_ts: str | None,
+                policy: ChannelPolicy | None = None) -> None:
         """The heavy part of a turn, on the turn pool, in the log context of its event."""
         try:
             if q.in_thread and q.surface != SURFACE_THREAD:
                 self.recall.recall(q)  # a mention inside an older thread: bring its turns back
-            record = self._run_turn(q, turn_id)
+            record = self._run_turn(q, turn_id, policy)
             structlog.contextvars.bind_contextvars(turn_id=turn_id)  # the turn unbinds its own
             self.delivery.turn(q, record, progress_ts)
             self._remember(q.user, turn_id)
         except Exception as exc:  # noqa: BLE001 - the edge: said in Slack, logged with its trace
             self.delivery.failure(q, turn_id, exc, progress_ts)
 
-    def _run_turn(self, q: Question, turn_id: str) -> TurnRecord:
+    def _finish_ephemeral(self, q: Question, turn_id: str, policy: ChannelPolicy) -> None:
+        """A turn in an "ephemeral" channel: the answer, with Share, seen by the asker only."""
+        try:
+            record = self._run_turn(q, turn_id, policy)
+            structlog.contextvars.bind_contextvars(turn_id=turn_id)
+            for message in render_turn(record, ephemeral=True, show_question=True):
+                self.delivery.post_ephemeral(q, message)
+            self._remember(q.user, turn_id)
+        except Exception as exc:  # noqa: BLE001 - the edge: said to the asker, logged with its trace
+            log.error("slack_turn_failed", error=slack_failed(exc), exc_info=exc)
+            try:
+                self.delivery.post_ephemeral(q, failure_notice(exc, turn_id))
+            except SLACK_ERRORS as post_exc:
+                log.error("slack_reply_failed", error=slack_failed(post_exc))
+
+    def _run_turn(self, q: Question, turn_id: str, policy: ChannelPolicy | None = None) -> TurnRecord:
         """The turn; when the pipeline cannot even be built (store empty, search or model
         unavailable), a failed turn recorded and shown like any other."""
         try:
@@ -280,8 +354,9 @@ class SlackBot:
         except Exception as exc:  # noqa: BLE001 - the one failure path records it
             return failed_turn(self.turnlog, q.text, exc, turn_id=turn_id, user=q.user,
                                channel=q.channel, thread=q.thread_key, surface=q.surface)
+        policy = policy or self.scopes.for_channel(q.channel, q.user)
         return answerer.ask(q.text, thread_key=q.thread_key, user=q.user, channel=q.channel,
-                            surface=q.surface, turn_id=turn_id)
+                            surface=q.surface, turn_id=turn_id, scope=policy.scope)
 
     def _remember(self, user: str | None, turn_id: str) -> None:
         if not user:
@@ -310,23 +385,31 @@ class SlackBot:
             if parsed.kind == "help":
                 return  # the ack carried the help
             if parsed.kind == "why":
-                self.actions.explain(parsed.argument or self._last_turn(user), respond)
+                self.actions.explain(parsed.argument or self._last_turn(user), respond, user, channel)
                 return
             turn_id = new_turn_id()
             structlog.contextvars.bind_contextvars(turn_id=turn_id)
             q = Question(text=parsed.argument, user=user, channel=channel, surface=SURFACE_COMMAND,
                          reply_thread_ts=None, thread_key=None)
+            policy = self.scopes.for_channel(channel, user)
+            refusal = self._not_here(policy, not policy.shared and self._channel_shared(channel))
+            if refusal:
+                log.info("slack_not_answered_here", reason=refusal, reply=policy.reply)
+                self.delivery.respond(respond, render_notice(refusal, turn_id), q)
+                return
             decision = self._rate(user)
             if not decision.allowed:
                 RATE_LIMITED.inc()
                 log.info("slack_rate_limited", retry_after_s=decision.retry_after_s)
                 self.delivery.respond(respond, self._rate_notice(decision, turn_id), q)
                 return
-            self.turns.submit(contextvars.copy_context().run, self._finish_command, q, turn_id, respond)
+            self.turns.submit(contextvars.copy_context().run, self._finish_command, q, turn_id, respond,
+                              policy)
 
-    def _finish_command(self, q: Question, turn_id: str, respond: Respond) -> None:
+    def _finish_command(self, q: Question, turn_id: str, respond: Respond,
+                        policy: ChannelPolicy | None = None) -> None:
         try:
-            record = self._run_turn(q, turn_id)
+            record = self._run_turn(q, turn_id, policy)
             structlog.contextvars.bind_contextvars(turn_id=turn_id)
             for message in render_turn(record, ephemeral=True, show_question=True):
                 self.delivery.respond(respond, message, q)
@@ -354,7 +437,8 @@ class SlackBot:
     def _on_why(self, body: dict, action: dict, respond: Respond) -> None:
         user = (body.get("user") or {}).get("id")
         with self._job(user=user, channel=(body.get("channel") or {}).get("id")):
-            self.actions.explain(str(action.get("value", "")), respond)
+            self.actions.explain(str(action.get("value", "")), respond, user,
+                                 (body.get("channel") or {}).get("id"))
 
     def _on_share(self, body: dict, action: dict, respond: Respond) -> None:
         turn_id = str(action.get("value", ""))

@@ -2,7 +2,7 @@
 
 `SlackStandIn` is a stdlib threaded HTTP server on 127.0.0.1, port 0. `POST|GET /api/<method>`
 answers like the Web API (auth.test, chat.postMessage, chat.update, chat.delete,
-chat.postEphemeral, reactions.add/remove, conversations.replies,
+chat.postEphemeral, reactions.add/remove, conversations.replies, conversations.info,
 assistant.threads.setStatus) and keeps each channel's messages, so conversations.replies
 reads back what the bot posted, metadata included. `POST /response/<name>` is a
 response_url. Every call is recorded with its arrival time; `fail()` makes the next calls
@@ -57,6 +57,7 @@ class SlackStandIn:
         self._lock = threading.Condition()
         self._ts = itertools.count(1)
         self._base_ts = int(time.time())
+        self.shared_channels: set[str] = set()  # Slack Connect channels (conversations.info)
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -230,6 +231,9 @@ class SlackStandIn:
                 return {"ok": True, "message_ts": self._next_ts()}
             if method in ("reactions.add", "reactions.remove", "assistant.threads.setStatus"):
                 return {"ok": True}
+            if method == "conversations.info":
+                return {"ok": True, "channel": {"id": channel, "is_channel": channel.startswith("C"),
+                                                "is_ext_shared": channel in self.shared_channels}}
             if method == "conversations.replies":
                 root = p.get("ts")
                 thread = [dict(m) for m in self._messages.get(channel, [])
@@ -288,21 +292,24 @@ class SlackSender:
     def new_event_id(self) -> str:
         return f"Ev{uuid.uuid4().hex[:10].upper()}{next(self._ids)}"
 
-    def envelope(self, event: dict, event_id: str | None = None) -> str:
+    def envelope(self, event: dict, event_id: str | None = None, *, shared: bool = False) -> str:
         return json.dumps({
             "token": "legacy-verification-token", "team_id": TEAM_ID, "api_app_id": APP_ID,
             "event": event, "type": "event_callback", "event_id": event_id or self.new_event_id(),
             "event_time": int(time.time()), "event_context": "standin",
+            "is_ext_shared_channel": shared,
             "authorizations": [{"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True,
                                 "is_enterprise_install": False, "enterprise_id": None}],
         })
 
     def event(self, event: dict, *, event_id: str | None = None, retry_num: int | None = None,
-              **kwargs: Any) -> Delivery:
+              shared: bool = False, **kwargs: Any) -> Delivery:
+        """`shared`: the event comes from a channel shared with another organisation."""
         headers = {}
         if retry_num:
             headers = {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "http_timeout"}
-        return self.post(self.envelope(event, event_id), "application/json", headers=headers, **kwargs)
+        return self.post(self.envelope(event, event_id, shared=shared), "application/json",
+                         headers=headers, **kwargs)
 
     def command(self, text: str, *, user: str, channel: str, response_url: str,
                 command: str = "/ask") -> Delivery:
