@@ -40,7 +40,7 @@ from bot.memory.state import ConversationState
 from bot.memory.turnlog import TurnLog
 from bot.metrics import DEDUPE_HITS, RATE_LIMITED
 from bot.slack.actions import TurnActions
-from bot.slack.client import SLACK_ERRORS, bolt_logger, slack_failed
+from bot.slack.client import SLACK_ERRORS, bolt_logger, retry_budget, slack_failed
 from bot.slack.dedupe import Deduper
 from bot.slack.delivery import Delivery, failure_notice
 from bot.slack.inbound import (
@@ -188,11 +188,14 @@ class SlackBot:
 
     @contextmanager
     def _job(self, **binds: Any) -> Iterator[None]:
-        """Fresh log context per piece of work; nothing escapes unlogged."""
+        """Fresh log context per piece of work; nothing escapes unlogged. The work, and the
+        turn it hands on (which runs in a copy of this context), share one allowance for
+        waiting on Slack's rate limits and server errors (bot.slack.client.retry_budget)."""
         structlog.contextvars.clear_contextvars()
         structlog.contextvars.bind_contextvars(**{k: v for k, v in binds.items() if v is not None})
         try:
-            yield
+            with retry_budget():
+                yield
         except Exception:  # the edge: a worker thread must never die silently
             log.exception("slack_handler_failed")
         finally:

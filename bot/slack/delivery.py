@@ -86,6 +86,11 @@ class Delivery:
                                         blocks=notice.block_dicts())
             else:
                 self.post(q, notice)
+            return
+        except SLACK_ERRORS as post_exc:
+            log.warning("slack_reply_failed", error=slack_failed(post_exc))
+        try:  # another method, another rate limit: the asker still hears of it
+            self.post_ephemeral(q, notice)
         except SLACK_ERRORS as post_exc:
             log.error("slack_reply_failed", error=slack_failed(post_exc))
 

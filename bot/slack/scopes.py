@@ -46,7 +46,6 @@ _KEYS = {
     "channels": {"sources", "reply", "shared", "name"},
     "users": {"sources"},
 }
-_EXAMPLE = '[default]\nsources = ["**"]'
 
 
 @dataclass(frozen=True)
@@ -144,7 +143,8 @@ class _Parser:
         if not isinstance(data.get("default"), dict) or "sources" not in data["default"]:
             raise ConfigError(
                 f"bad setting: CITEBOT_SCOPES: {self.path} has no [default] table with sources; "
-                f"fix: add\n{_EXAMPLE}\n(or the globs every other channel may read)")
+                'fix: add a line [default] and below it sources = ["**"] (or the globs every '
+                "channel without a table of its own may read)")
         default_table = data["default"]
         self.check_keys("default", default_table)
         default = ChannelPolicy(

@@ -6,7 +6,8 @@ chat.postEphemeral, reactions.add/remove, conversations.replies, conversations.i
 assistant.threads.setStatus) and keeps each channel's messages, so conversations.replies
 reads back what the bot posted, metadata included. `POST /response/<name>` is a
 response_url. Every call is recorded with its arrival time; `fail()` makes the next calls
-of a method return an error, as Slack would.
+of a method return an error, as Slack would, and `fail_http()` answers them with HTTP 429
+and Retry-After (rate limited) or a 5xx (Slack failing).
 
 `SlackSender` delivers events, slash commands and button clicks to a Bolt HTTP server the
 way Slack does: signed with the signing secret (v0 HMAC-SHA256, as
@@ -54,6 +55,7 @@ class SlackStandIn:
         self._calls: list[Call] = []
         self._messages: dict[str, list[dict]] = {}
         self._failures: dict[str, list[str]] = {}
+        self._http_failures: dict[str, list[tuple[int, float | None]]] = {}
         self._lock = threading.Condition()
         self._ts = itertools.count(1)
         self._base_ts = int(time.time())
@@ -125,6 +127,13 @@ class SlackStandIn:
         with self._lock:
             self._failures.setdefault(method, []).extend([error] * times)
 
+    def fail_http(self, method: str, status: int = 429, times: int = 1,
+                  retry_after: float | None = None) -> None:
+        """The next `times` calls of `method` answer HTTP `status` as Slack does when it is
+        rate limiting (429 with a Retry-After header, in seconds) or failing (5xx)."""
+        with self._lock:
+            self._http_failures.setdefault(method, []).extend([(status, retry_after)] * times)
+
     def next_ts(self) -> str:
         with self._lock:
             return self._next_ts()
@@ -176,6 +185,18 @@ class SlackStandIn:
         auth = handler.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else params.get("token")
         self._record(Call(method, params, arrived, url.path))
+        with self._lock:
+            pending = self._http_failures.get(method)
+            http_failure = pending.pop(0) if pending else None
+        if http_failure is not None:
+            status, retry_after = http_failure
+            if status == 429:
+                body = json.dumps({"ok": False, "error": "ratelimited"}).encode()
+                headers = {"Retry-After": str(int(retry_after if retry_after is not None else 1))}
+                self._send(handler, 429, body, "application/json; charset=utf-8", headers)
+            else:
+                self._send(handler, status, b"<html>upstream error</html>", "text/html", {})
+            return
         if token != self.token:
             body: dict[str, Any] = {"ok": False, "error": "invalid_auth"}
         else:
@@ -188,9 +209,12 @@ class SlackStandIn:
             self._lock.notify_all()
 
     @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str) -> None:
+    def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str,
+              headers: dict[str, str] | None = None) -> None:
         handler.send_response(status)
         handler.send_header("Content-Type", ctype)
+        for key, value in (headers or {}).items():
+            handler.send_header(key, value)
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         handler.wfile.write(body)
