@@ -62,6 +62,8 @@ class Settings(BaseSettings):
         None, validation_alias=AliasChoices("SLACK_APP_TOKEN", "CITEBOT_SLACK_APP_TOKEN"))
     slack_api_url: str | None = Field(None, description="Slack Web API base URL (stand-ins)")
     slash_command: str = "/ask"
+    source_url: str | None = Field(
+        None, description="link template for sources, e.g. https://wiki.example.com/{path}")
     rate_limit_per_minute: int = Field(6, gt=0)
     metrics_port: int = Field(
         9091, ge=0, le=65535,
@@ -75,6 +77,16 @@ class Settings(BaseSettings):
             return None
         if "://" not in v:
             raise ValueError(f"{v!r} is not a URL (expected e.g. http://localhost:9200)")
+        return v
+
+    @field_validator("source_url")
+    @classmethod
+    def _source_url(cls, v: str | None) -> str | None:
+        if v in (None, ""):
+            return None
+        if not v.startswith(("https://", "http://")) or "{path}" not in v:
+            raise ValueError(f"{v!r} is not a link template: write an http(s) address with "
+                             "{path} where the source path goes, e.g. https://wiki.example.com/{path}")
         return v
 
     @field_validator("slash_command")

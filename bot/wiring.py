@@ -200,6 +200,7 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
         slash_command=settings.slash_command,
         rate_limit_per_minute=settings.rate_limit_per_minute,
         socket_mode=socket_mode, listener_workers=listener_workers, turn_workers=turn_workers,
+        source_url=settings.source_url,
     )
     bot = SlackBot(
         config, client, identity,

@@ -44,7 +44,7 @@ PEOPLE_ONLY = Scope(("people/**",), "channels.CPEOPLE")
 
 
 @pytest.fixture()
-def store(backend):
+def store(backend):  # noqa: F811 - the imported fixture, used
     writer = backend.open()
     writer.open_for(STAMP)
     for doc, chunks, windows in DOCS:
@@ -84,7 +84,7 @@ def test_each_store_read_sees_only_the_scope(store):
     assert store.chunk_count(scope=Scope(("**",))) == store.chunk_count() == 12
     # the dense arm: E1 is the kitchen's and the people's vector; under SITE_ONLY only site
     dense = store.dense(E1, 10, scope=SITE_ONLY)
-    assert dense and set(a for a, _ in dense) <= set(site)
+    assert dense and {a for a, _ in dense} <= set(site)
     assert store.dense(E1, 3, scope=PEOPLE_ONLY)[0][0] == chunk_ids(PEOPLE)[1]
     # the lexical arm: "kettle" is only in the kitchen
     kettle = LexicalQuery((WeightedTerms(("kettle", "bollard")),))

@@ -41,8 +41,8 @@ from tests.slack_harness import mention, one_answer
     # code: inline spans verbatim, fenced blocks as their identifiers
     ("what does `max_connections` default to?", "what does max_connections default to?"),
     ("why does `:robot_face: *x*` look odd", "why does :robot_face: *x* look odd"),
-    ("what does this mean\n```Traceback (most recent call last):\n  File \"fos/conductor.py\", "
-     "line 12\nKlaxonTimeout: pager_escalation failed after 300s\n```",
+    (("what does this mean\n```Traceback (most recent call last):\n  File \"fos/conductor.py\", "
+      "line 12\nKlaxonTimeout: pager_escalation failed after 300s\n```"),
      "what does this mean fos/conductor.py KlaxonTimeout pager_escalation 300s"),
     ("flash with ```quillctl flash --force --slot=B``` ok?", "flash with --force --slot ok?"),
 ])

@@ -40,7 +40,7 @@ from bot.memory.state import ConversationState
 from bot.memory.turnlog import TurnLog
 from bot.metrics import DEDUPE_HITS, RATE_LIMITED
 from bot.slack.actions import TurnActions
-from bot.slack.client import SLACK_ERRORS, bolt_logger, retry_budget, slack_failed
+from bot.slack.client import bolt_logger, retry_budget
 from bot.slack.dedupe import Deduper
 from bot.slack.delivery import Delivery, failure_notice
 from bot.slack.inbound import (
@@ -56,9 +56,9 @@ from bot.slack.inbound import (
 from bot.slack.pool import LISTENER_WORKERS, TURN_WORKERS, WorkPool
 from bot.slack.ratelimit import RateDecision, RateLimiter
 from bot.slack.recall import ThreadRecall
-from bot.slack.recent import RecentTurns
-from bot.slack.scopes import ChannelPolicy, Scopes
+from bot.slack.recent import RecentTurns, last_turn, remember_turn
 from bot.slack.render import (
+    ACTION_FEEDBACK,
     ACTION_FEEDBACK_DOWN,
     ACTION_FEEDBACK_UP,
     ACTION_SHARE,
@@ -70,23 +70,13 @@ from bot.slack.render import (
     render_notice,
     render_turn,
 )
+from bot.slack.scopes import Admission, ChannelPolicy, Scopes, not_here
 from search.errors import CitebotError, ConfigError
 
 log = structlog.get_logger("citebot.slack")
 
 # How long `citebot serve` lets answers in progress finish after SIGTERM.
 DRAIN_TIMEOUT_S = 30
-# How long a channel's "shared with another organisation" flag (conversations.info) is
-# trusted for slash commands; events carry the flag themselves.
-SHARED_FLAG_TTL_S = 600
-
-NOT_SHARED_NOTICE = (
-    "🔒 This channel is shared with another organisation, and citebot does not answer in "
-    "shared channels unless an admin allows it (`shared = true` in this channel's table of "
-    "the scopes file). Ask me in a channel of your own workspace or in a DM.")
-OFF_NOTICE = (
-    "🔕 citebot does not answer in this channel (its reply mode is `off` in the scopes file). "
-    "Ask me in a DM, or in a channel where I answer.")
 
 
 def _now() -> str:
@@ -103,6 +93,7 @@ class BotConfig:
     socket_mode: bool = False
     listener_workers: int = LISTENER_WORKERS
     turn_workers: int = TURN_WORKERS
+    source_url: str | None = None  # CITEBOT_SOURCE_URL
 
 
 class SlackBot:
@@ -137,9 +128,9 @@ class SlackBot:
         self.limiter = limiter
         self.recent = recent
         self.scopes = scopes or Scopes.everything()
-        self._shared_flags: dict[str, tuple[bool, float]] = {}
+        self.admission = Admission(client)
         self.command = config.slash_command
-        self.delivery = Delivery(client)
+        self.delivery = Delivery(client, config.source_url)
         self.recall = ThreadRecall(client, state, identity)
         self.actions = TurnActions(self.delivery, turnlog, config.slash_command)
         self.pool = WorkPool(config.listener_workers, "citebot-listener")
@@ -162,6 +153,7 @@ class SlackBot:
         app.command(self.command)(ack=self._ack_command, lazy=[self._on_command])
         app.action(re.compile(f"^({ACTION_FEEDBACK_UP}|{ACTION_FEEDBACK_DOWN})$"))(
             ack=_ack, lazy=[self._on_feedback])
+        app.action(ACTION_FEEDBACK)(ack=_ack, lazy=[self._on_native_feedback])
         app.action(ACTION_SHARE)(ack=_ack, lazy=[self._on_share])
         app.action(ACTION_WHY)(ack=_ack, lazy=[self._on_why])
 
@@ -270,7 +262,7 @@ class SlackBot:
                     f"train leave?_ — or type `{escape(self.command)} help`.", turn_id))
                 return
             policy = self.scopes.for_channel(q.channel, q.user)
-            refusal = self._not_here(policy, q.shared)
+            refusal = not_here(policy, q.shared)
             if refusal:
                 log.info("slack_not_answered_here", reason=refusal, reply=policy.reply)
                 self.delivery.post_ephemeral(q, render_notice(refusal, turn_id))
@@ -294,33 +286,6 @@ class SlackBot:
         except Exception as exc:  # noqa: BLE001 - the edge: said in Slack, logged with its trace
             self.delivery.failure(q, turn_id, exc, None)
 
-    @staticmethod
-    def _not_here(policy: ChannelPolicy, shared: bool) -> str | None:
-        """Why citebot does not answer in this channel, or None when it does."""
-        if shared and not policy.shared:
-            return NOT_SHARED_NOTICE
-        if policy.reply == "off":
-            return OFF_NOTICE
-        return None
-
-    def _channel_shared(self, channel: str) -> bool:
-        """Whether a channel is shared with another organisation (for slash commands, whose
-        payload does not say). Unknown counts as shared: the check fails closed."""
-        if not channel or channel.startswith("D"):
-            return False
-        now = time.monotonic()
-        cached = self._shared_flags.get(channel)
-        if cached and cached[1] > now:
-            return cached[0]
-        try:
-            info = self.client.conversations_info(channel=channel).get("channel") or {}
-        except SLACK_ERRORS as exc:
-            log.warning("slack_channel_info_failed", error=slack_failed(exc))
-            return True
-        shared = bool(info.get("is_ext_shared") or info.get("is_pending_ext_shared"))
-        self._shared_flags[channel] = (shared, now + SHARED_FLAG_TTL_S)
-        return shared
-
     def _finish(self, q: Question, turn_id: str, progress_ts: str | None,
                 policy: ChannelPolicy | None = None) -> None:
         """The heavy part of a turn, on the turn pool, in the log context of its event."""
@@ -339,15 +304,10 @@ class SlackBot:
         try:
             record = self._run_turn(q, turn_id, policy)
             structlog.contextvars.bind_contextvars(turn_id=turn_id)
-            for message in render_turn(record, ephemeral=True, show_question=True):
-                self.delivery.post_ephemeral(q, message)
+            self.delivery.private_turn(q, record)
             self._remember(q.user, turn_id)
         except Exception as exc:  # noqa: BLE001 - the edge: said to the asker, logged with its trace
-            log.error("slack_turn_failed", error=slack_failed(exc), exc_info=exc)
-            try:
-                self.delivery.post_ephemeral(q, failure_notice(exc, turn_id))
-            except SLACK_ERRORS as post_exc:
-                log.error("slack_reply_failed", error=slack_failed(post_exc))
+            self.delivery.private_failure(q, turn_id, exc)
 
     def _run_turn(self, q: Question, turn_id: str, policy: ChannelPolicy | None = None) -> TurnRecord:
         """The turn; when the pipeline cannot even be built (store empty, search or model
@@ -362,12 +322,7 @@ class SlackBot:
                             surface=q.surface, turn_id=turn_id, scope=policy.scope)
 
     def _remember(self, user: str | None, turn_id: str) -> None:
-        if not user:
-            return
-        try:
-            self.recent.remember(user, turn_id)
-        except CitebotError as exc:
-            log.warning("last_turn_not_remembered", error=str(exc))
+        remember_turn(self.recent, user, turn_id)
 
     # -- the slash command -------------------------------------------------------------------
     def _ack_command(self, ack: Ack, command: dict) -> None:
@@ -388,14 +343,14 @@ class SlackBot:
             if parsed.kind == "help":
                 return  # the ack carried the help
             if parsed.kind == "why":
-                self.actions.explain(parsed.argument or self._last_turn(user), respond, user, channel)
+                self.actions.explain(parsed.argument or last_turn(self.recent, user), respond, user, channel)
                 return
             turn_id = new_turn_id()
             structlog.contextvars.bind_contextvars(turn_id=turn_id)
             q = Question(text=parsed.argument, user=user, channel=channel, surface=SURFACE_COMMAND,
                          reply_thread_ts=None, thread_key=None)
             policy = self.scopes.for_channel(channel, user)
-            refusal = self._not_here(policy, not policy.shared and self._channel_shared(channel))
+            refusal = not_here(policy, not policy.shared and self.admission.shared(channel))
             if refusal:
                 log.info("slack_not_answered_here", reason=refusal, reply=policy.reply)
                 self.delivery.respond(respond, render_notice(refusal, turn_id), q)
@@ -414,21 +369,13 @@ class SlackBot:
         try:
             record = self._run_turn(q, turn_id, policy)
             structlog.contextvars.bind_contextvars(turn_id=turn_id)
-            for message in render_turn(record, ephemeral=True, show_question=True):
+            for message in render_turn(record, ephemeral=True, show_question=True,
+                                       url_template=self.delivery.url_template):
                 self.delivery.respond(respond, message, q)
             self._remember(q.user, turn_id)
         except Exception as exc:
             log.error("slack_turn_failed", error=str(exc), exc_info=exc)
             self.delivery.respond(respond, failure_notice(exc, turn_id), q)
-
-    def _last_turn(self, user: str | None) -> str:
-        if not user:
-            return ""
-        try:
-            return self.recent.last(user) or ""
-        except CitebotError as exc:
-            log.warning("last_turn_unavailable", error=str(exc))
-            return ""
 
     # -- buttons -----------------------------------------------------------------------------
     def _on_feedback(self, body: dict, action: dict, respond: Respond) -> None:
@@ -436,6 +383,11 @@ class SlackBot:
         user = (body.get("user") or {}).get("id")
         with self._job(turn_id=turn_id, user=user, channel=(body.get("channel") or {}).get("id")):
             self.actions.feedback(turn_id, user, FEEDBACK_VALUES[action["action_id"]], respond)
+
+    def _on_native_feedback(self, body: dict, action: dict, respond: Respond) -> None:
+        user = (body.get("user") or {}).get("id")
+        with self._job(user=user, channel=(body.get("channel") or {}).get("id")):
+            self.actions.native_feedback(str(action.get("value", "")), user, respond)
 
     def _on_why(self, body: dict, action: dict, respond: Respond) -> None:
         user = (body.get("user") or {}).get("id")

@@ -30,15 +30,32 @@ the fix; nothing is guessed.
 from __future__ import annotations
 
 import re
+import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
+from slack_sdk import WebClient
+
+from bot.slack.client import SLACK_ERRORS, slack_failed
 from search.errors import ConfigError
 from search.scope import Scope
 
+log = structlog.get_logger("citebot.slack")
+
 REPLY_MODES = ("thread", "ephemeral", "off")
+# How long a channel's "shared with another organisation" flag (conversations.info) is
+# trusted for slash commands; events carry the flag themselves.
+SHARED_FLAG_TTL_S = 600
+NOT_SHARED_NOTICE = (
+    "🔒 This channel is shared with another organisation, and citebot does not answer in "
+    "shared channels unless an admin allows it (`shared = true` in this channel's table of "
+    "the scopes file). Ask me in a channel of your own workspace or in a DM.")
+OFF_NOTICE = (
+    "🔕 citebot does not answer in this channel (its reply mode is `off` in the scopes file). "
+    "Ask me in a DM, or in a channel where I answer.")
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 _USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
 _KEYS = {
@@ -82,6 +99,41 @@ class Scopes:
     def describe(self) -> str:
         return (f"{self.path or 'no scopes file'}: default {self.default.scope.describe()}, "
                 f"{len(self.channels)} channel table(s), {len(self.users)} user table(s)")
+
+
+def not_here(policy: ChannelPolicy, shared: bool) -> str | None:
+    """Why citebot does not answer in this channel (a notice for the asker), or None."""
+    if shared and not policy.shared:
+        return NOT_SHARED_NOTICE
+    if policy.reply == "off":
+        return OFF_NOTICE
+    return None
+
+
+class Admission:
+    """Whether a channel is shared with another organisation, for slash commands (whose
+    payload does not say): conversations.info, cached. Unknown counts as shared: the check
+    fails closed."""
+
+    def __init__(self, client: WebClient) -> None:
+        self.client = client
+        self._flags: dict[str, tuple[bool, float]] = {}
+
+    def shared(self, channel: str) -> bool:
+        if not channel or channel.startswith("D"):
+            return False
+        now = time.monotonic()
+        cached = self._flags.get(channel)
+        if cached and cached[1] > now:
+            return cached[0]
+        try:
+            info = self.client.conversations_info(channel=channel).get("channel") or {}
+        except SLACK_ERRORS as exc:
+            log.warning("slack_channel_info_failed", error=slack_failed(exc))
+            return True
+        flag = bool(info.get("is_ext_shared") or info.get("is_pending_ext_shared"))
+        self._flags[channel] = (flag, now + SHARED_FLAG_TTL_S)
+        return flag
 
 
 class _Lines:
