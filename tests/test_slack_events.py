@@ -46,7 +46,7 @@ def test_a_mention_gets_exactly_one_threaded_reply_with_sources_and_turn_id(stan
     assert placeholder.params["metadata"]["event_type"] == "citebot_progress"
     text = block_text(message["blocks"])
     assert "Release Train" in text and "[1]" in text
-    assert "*Sources*" in text and "handbook/" in text and " — " in text  # source with heading path
+    assert "*Sources*" in text and "engineering/" in text and " — " in text  # source with heading path
     assert f"turn `{turn_id}`" in text
     assert set(buttons(message["blocks"])) == {ACTION_WHY}
     assert feedback_buttons(message["blocks"]) == {"helpful": f"helpful:{turn_id}",
