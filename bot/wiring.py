@@ -26,6 +26,7 @@ from bot.slack.dedupe import Deduper, InProcessDeduper, RedisDeduper
 from bot.slack.pool import LISTENER_WORKERS, TURN_WORKERS
 from bot.slack.ratelimit import InProcessRateLimiter, RateLimiter, RedisRateLimiter
 from bot.slack.recent import InProcessRecentTurns, RecentTurns, RedisRecentTurns
+from bot.slack.scopes import Scopes, load_scopes
 from ingest.embedder import Embedder
 from search.embedded import EmbeddedStore
 from search.errors import CitebotError, ConfigError, StoreError
@@ -78,6 +79,11 @@ class Components:
         from search.rerank import CrossEncoderReranker
 
         return CrossEncoderReranker(self.settings.reranker)
+
+    @cached_property
+    def scopes(self) -> Scopes:
+        """CITEBOT_SCOPES, checked; a bad file stops here with its line and the fix."""
+        return load_scopes(self.settings.scopes) if self.settings.scopes else Scopes.everything()
 
     def retrieval_config(self) -> RetrievalConfig:
         return RetrievalConfig(top_k=self.settings.top_k, rerank=self.settings.reranker is not None)
@@ -185,6 +191,7 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
     """The Slack bot from the components: Redis-backed dedupe, rate limit and recall when
     configured, in-process otherwise."""
     settings = components.settings
+    scopes = components.scopes  # before anything else: a bad scopes file stops the start
     client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
     identity = fetch_identity(client)
     secret = settings.slack_signing_secret
@@ -193,16 +200,18 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
         slash_command=settings.slash_command,
         rate_limit_per_minute=settings.rate_limit_per_minute,
         socket_mode=socket_mode, listener_workers=listener_workers, turn_workers=turn_workers,
+        source_url=settings.source_url,
     )
     bot = SlackBot(
         config, client, identity,
         answerer=lambda: components.answerer, state=components.state,
         turnlog=components.turnlog, deduper=components.deduper, limiter=components.limiter,
-        recent=components.recent,
+        recent=components.recent, scopes=scopes,
     )
     structlog.get_logger("citebot.slack").info(
         "slack_bot_ready", bot_user_id=identity.bot_user_id, team_id=identity.team_id,
-        shared_state=components.redis is not None, command=settings.slash_command)
+        shared_state=components.redis is not None, command=settings.slash_command,
+        scopes=scopes.describe())
     return bot
 
 

@@ -42,6 +42,7 @@ class TurnRecord:
     channel: str | None = None
     thread: str | None = None
     surface: str = "cli"
+    scope: dict[str, Any] | None = None  # {"name", "sources"}: the scope it was answered under
     answer: str = ""
     raw_answer: str = ""
     refused: bool = False

@@ -25,6 +25,7 @@ from bot.memory.turnlog import TurnLog
 from bot.metrics import BACKEND_ERRORS, FAILED_CHECKS, STAGE_SECONDS, TURNS
 from search.errors import CitebotError, SearchBackendError, StoreError
 from search.retrieve import Retrieval, Retriever
+from search.scope import Scope
 from search.text import content_words, words
 
 log = structlog.get_logger("citebot.turn")
@@ -98,13 +99,18 @@ class Answerer:
         channel: str | None = None,
         surface: str = "cli",
         turn_id: str | None = None,
+        scope: Scope | None = None,
     ) -> TurnRecord:
+        """One turn; under `scope` (a channel's), only passages the scope allows are
+        retrieved, shown or given to the composer."""
         started = time.perf_counter()
         record = new_record(question, turn_id=turn_id, user=user, channel=channel,
                             thread=thread_key, surface=surface)
+        if scope is not None:
+            record.scope = {"name": scope.name, "sources": list(scope.globs)}
         structlog.contextvars.bind_contextvars(turn_id=record.turn_id)
         try:
-            self._run(record, thread_key)
+            self._run(record, thread_key, scope)
         except Exception as exc:  # noqa: BLE001 - the edge of a turn: record it, say it
             fail(record, exc)
         record.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 2)
@@ -112,7 +118,7 @@ class Answerer:
         structlog.contextvars.unbind_contextvars("turn_id")
         return record
 
-    def _run(self, record: TurnRecord, thread_key: str | None) -> None:
+    def _run(self, record: TurnRecord, thread_key: str | None, scope: Scope | None = None) -> None:
         history = self.state.history(thread_key) if thread_key else []
         t = time.perf_counter()
         if self.condenser is not None and history:
@@ -121,7 +127,7 @@ class Answerer:
             record.condensed_query = condense(record.question, history)
         record.timings_ms["condense"] = round((time.perf_counter() - t) * 1000, 2)
 
-        retrieval = self.retriever.retrieve(record.condensed_query)
+        retrieval = self.retriever.retrieve(record.condensed_query, scope=scope)
         record.timings_ms.update({f"retrieve_{k}": v for k, v in retrieval.timings_ms.items()})
         record.candidates = [
             {"chunk_id": h.chunk.chunk_id, "source": h.chunk.source, "score": h.score,
@@ -146,7 +152,7 @@ class Answerer:
         terms = content_words(record.condensed_query)
         passages = select_passages(
             retrieval.hits, self.passage_count,
-            widen=lambda c: self.retriever.boundary_neighbour(c, terms),
+            widen=lambda c: self.retriever.boundary_neighbour(c, terms, scope),
         )
         record.passages = [
             {"number": p.number, "chunk_id": p.chunk.chunk_id, "source": p.chunk.source,
