@@ -1,7 +1,7 @@
 """Ack latency and time to first visible progress of the Slack bot, over 200+ signed deliveries.
 
 Runs the real bot (Bolt on its HTTP server, loopback) against the local Web API stand-in
-of tests/slack_standin.py, and delivers signed app_mention events at a steady rate from a
+of bot/testing/slack_standin.py, and delivers signed app_mention events at a steady rate from a
 few sender threads; a share of the questions is delivered again as Slack retries
 (X-Slack-Retry-Num 1-3). Every delivery triggers a real turn on the sample handbook, so
 the acks are measured while the answers are being worked out behind them.
@@ -38,12 +38,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bot.app import Components
 from bot.logs import configure
-from bot.server import SlackHttpServer
 from bot.settings import load_settings
-from bot.slack import build_bot
-from tests.slack_standin import BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, SlackSender, SlackStandIn
+from bot.slack.server import SlackHttpServer
+from bot.testing.slack_standin import (
+    BOT_TOKEN,
+    BOT_USER_ID,
+    SIGNING_SECRET,
+    SlackSender,
+    SlackStandIn,
+)
+from bot.wiring import Components, build_bot
 
 QUESTIONS = [json.loads(line)["question"] for line in
              (REPO / "examples" / "questions.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]

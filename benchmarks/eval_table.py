@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.app import Components  # noqa: E402
+from bot.answer.gate import Gate  # noqa: E402
 from bot.evaluate import compare, figures, load_items, parse_config, run_item  # noqa: E402
 from bot.settings import load_settings  # noqa: E402
-from bot.turn import Gate  # noqa: E402
+from bot.wiring import Components  # noqa: E402
 
 CONFIGS = ["dense", "lexical", "hybrid-aliases", "hybrid", "hybrid+rerank"]
 COMPARISONS = [("lexical", "hybrid"), ("dense", "hybrid"), ("hybrid-aliases", "hybrid")]

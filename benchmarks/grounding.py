@@ -36,18 +36,14 @@ sys.path.insert(0, str(REPO))
 
 import structlog
 
-from bot.app import Components
-from bot.checks import quote_in
-from bot.claude import CLAUDE, FALLBACK, Messages, ModelClaimJudge, build_client
-from bot.compose import split_sentences
-from bot.prompt import JUDGE_SYSTEM, REFUSAL_TOKEN
+from bot.answer.checks import quote_in
+from bot.answer.claude import CLAUDE, FALLBACK, Messages, ModelClaimJudge, build_client
+from bot.answer.prompt import JUDGE_SYSTEM, REFUSAL_TOKEN
+from bot.answer.record import TurnRecord
+from bot.answer.sentences import split_sentences
+from bot.answer.turn import Answerer
 from bot.settings import load_settings
-from bot.turn import Answerer, TurnRecord
-from ingest.embedder import Embedder
-from ingest.pipeline import ingest
-from search.embedded import EmbeddedStore
-from search.text import content_words, words
-from tests.anthropic_standin import (
+from bot.testing.anthropic_standin import (
     AnthropicStandIn,
     RecordedRequest,
     Reply,
@@ -57,6 +53,11 @@ from tests.anthropic_standin import (
     passages_in,
     running,
 )
+from bot.wiring import Components
+from ingest.embedder import Embedder
+from ingest.pipeline import ingest
+from search.embedded import EmbeddedStore
+from search.text import content_words, words
 
 QUESTION = "When does a Release Train depart, and what happens to changes that miss the cut-off?"
 TARGET = ("Whatever is merged and has passed the checks by the cut-off boards that Train; "

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import click
 
-from bot.app import Components
 from bot.logs import configure
 from bot.settings import Settings, load_settings
+from bot.wiring import Components
 from search.errors import CitebotError
 from search.retrieve import MODES
 
@@ -27,7 +27,6 @@ def _emit(obj: object) -> None:
 
 class _Context:
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
         self.components = Components(settings)
 
 
@@ -196,9 +195,9 @@ def eval_cmd(obj: _Context, file: Path, mode: str, split: str, compare: tuple[st
     """Quality figures for a labelled set: Recall@1/5, MRR, refusal accuracy, per kind."""
     from dataclasses import replace
 
+    from bot.answer.gate import Gate
     from bot.evaluate import compare as compare_outcomes
     from bot.evaluate import load_items, outcome_json, parse_config, run_item, summarise
-    from bot.turn import Gate
 
     items = load_items(file, split)
     if not items:
@@ -260,7 +259,7 @@ def turns_show(obj: _Context, turn_id: str) -> None:
 @click.pass_obj
 def serve(obj: _Context, port: int, socket: bool) -> None:
     """The Slack bot: HTTP mode on --port, or Socket Mode with --socket."""
-    from bot.slack import serve as run_server
+    from bot.wiring import serve as run_server
 
     run_server(obj.components, port=port, socket=socket)
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bot.turn import Gate
+from bot.answer.gate import Gate
 from search.errors import ConfigError
-from search.retrieve import RetrievalConfig, Retrieval, Retriever
+from search.retrieve import Retrieval, RetrievalConfig, Retriever
 
 TOP_HITS = 10
 

@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     slack_api_url: str | None = Field(None, description="Slack Web API base URL (stand-ins)")
     slash_command: str = "/ask"
     rate_limit_per_minute: int = Field(6, gt=0)
+    metrics_port: int = Field(
+        9091, ge=0, le=65535,
+        description="Socket Mode: port of /healthz, /readyz and /metrics (0 = off)")
     log_format: str = Field("auto", pattern="^(auto|json|console)$")
 
     @field_validator("es_url", "slack_api_url", "anthropic_base_url", "redis_url")
@@ -85,8 +88,17 @@ def load_settings(**overrides: object) -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            name = "CITEBOT_" + "_".join(str(p) for p in err["loc"]).upper()
-            problems.append(f"{name}: {err['msg']}")
+        problems = [f"{env_name(str(err['loc'][0]) if err['loc'] else '')}: {err['msg']}"
+                    for err in exc.errors()]
         raise ConfigError("bad setting: " + "; ".join(problems)) from exc
+
+
+def env_name(field: str) -> str:
+    """The environment variable a person sets for a field (or one of its aliases), e.g.
+    redis_url -> REDIS_URL, not CITEBOT_REDIS_URL."""
+    for name, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        choices = [str(c) for c in alias.choices] if isinstance(alias, AliasChoices) else []
+        if field == name or field in choices:
+            return choices[0] if choices else "CITEBOT_" + name.upper()
+    return field.upper() if field.isupper() else "CITEBOT_" + field.upper()

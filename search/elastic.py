@@ -365,12 +365,7 @@ class ElasticStore:
         self, doc: DocumentRecord, chunks: Sequence[Chunk], windows: Sequence[Window]
     ) -> None:
         stamp = self._writing_stamp()
-        for w in windows:
-            if w.vector.shape != (stamp.dims,):
-                raise DimensionError(
-                    f"a vector of width {w.vector.shape} was offered to a store of "
-                    f"{stamp.dims}-dimensional vectors ({stamp.describe()}); refusing the batch"
-                )
+        stamp.check_widths(windows)
         known = {c.chunk_id for c in chunks}
         for w in windows:
             if w.chunk_id not in known:

@@ -131,9 +131,6 @@ class EmbeddedStore:
                     self._db.execute("ROLLBACK")
                     raise
 
-    def applied_migrations(self) -> list[str]:
-        return [r[0] for r in self._db.execute("SELECT name FROM _migrations ORDER BY rowid")]
-
     # -- stamp ----------------------------------------------------------------------------
     def stamp(self) -> ModelStamp | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'model_stamp'").fetchone()
@@ -168,12 +165,7 @@ class EmbeddedStore:
         stamp = self.stamp()
         if stamp is None:
             raise StoreError("the store has no model stamp; call open_for(stamp) before writing")
-        for w in windows:
-            if w.vector.shape != (stamp.dims,):
-                raise DimensionError(
-                    f"a vector of width {w.vector.shape} was offered to a store of "
-                    f"{stamp.dims}-dimensional vectors ({stamp.describe()}); refusing the batch"
-                )
+        stamp.check_widths(windows)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:

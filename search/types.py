@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from search.errors import DimensionError
 
 
 @dataclass(frozen=True)
@@ -17,6 +20,15 @@ class ModelStamp:
 
     def describe(self) -> str:
         return f"{self.name} ({self.dims} dims, checksum {self.checksum[:12]})"
+
+    def check_widths(self, windows: Sequence[Window]) -> None:
+        """Refuse a batch holding a vector of any other width than this model's."""
+        for w in windows:
+            if w.vector.shape != (self.dims,):
+                raise DimensionError(
+                    f"a vector of width {w.vector.shape} was offered to a store of "
+                    f"{self.dims}-dimensional vectors ({self.describe()}); refusing the batch"
+                )
 
 
 @dataclass(frozen=True)

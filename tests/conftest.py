@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 import pytest
+import redis
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 HANDBOOK = EXAMPLES / "handbook"
+
+pytest_plugins = ["tests.slack_harness"]
 
 
 @pytest.fixture(autouse=True)
@@ -56,3 +60,61 @@ def examples_store(examples_store_dir, tmp_path):
     store = EmbeddedStore(target)
     yield store
     store.close()
+
+
+@pytest.fixture(scope="session")
+def test_embedder():
+    """The deterministic test embedder (no model): for tests that do not measure retrieval."""
+    from bot.testing.embedder import HashingEmbedder
+
+    return HashingEmbedder()
+
+
+@pytest.fixture(scope="session")
+def small_store_dir(tmp_path_factory, test_embedder) -> Path:
+    """The sample handbook ingested once per session with the test embedder (seconds)."""
+    from ingest.pipeline import ingest
+    from search.embedded import EmbeddedStore
+
+    root = tmp_path_factory.mktemp("small-store")
+    store = EmbeddedStore(root / "store")
+    summary = ingest([HANDBOOK], store, test_embedder, progress=False)  # sources relative to it
+    assert summary.skipped == [], summary.skipped
+    store.close()
+    return root / "store"
+
+
+@pytest.fixture()
+def small_store(small_store_dir, tmp_path):
+    """A private copy of the test-embedder store of the sample handbook."""
+    from search.embedded import EmbeddedStore
+
+    target = tmp_path / "small-copy"
+    shutil.copytree(small_store_dir, target)
+    store = EmbeddedStore(target)
+    yield store
+    store.close()
+
+
+def real_redis_url() -> str:
+    """The real Redis of CITEBOT_TEST_REDIS_URL; without it the calling test fails, never skips."""
+    url = os.environ.get("CITEBOT_TEST_REDIS_URL", "")
+    if not url:
+        pytest.fail("CITEBOT_TEST_REDIS_URL is not set: start the test services with "
+                    '`eval "$(scripts/services start)"` (Redis tests fail rather than skip)', pytrace=False)
+    return url
+
+
+@pytest.fixture()
+def redis_prefix():
+    """A key prefix of this test's own; its keys are deleted afterwards."""
+    prefix = f"citebot-test:{uuid.uuid4().hex[:10]}:"
+    yield prefix
+    url = os.environ.get("CITEBOT_TEST_REDIS_URL")
+    if not url:
+        return
+    client = redis.Redis.from_url(url)
+    keys = list(client.scan_iter(match=prefix + "*"))
+    if keys:
+        client.delete(*keys)
+    client.close()

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.checks import check_answer, normalise, quote_in
-from bot.turn import flag_inline
+from bot.answer.checks import check_answer, normalise, quote_in
+from bot.answer.turn import flag_inline
 
 SOURCE = (
     "The Release Train leaves every second Tuesday at 10:00 — never on a Friday. "

@@ -16,16 +16,17 @@ from collections.abc import Callable, Iterator
 import pytest
 from structlog.testing import capture_logs
 
-from bot.app import Components
-from bot.checks import quote_in
-from bot.claude import FALLBACK, ClaudeComposer
-from bot.compose import ExtractiveComposer, split_sentences
-from bot.passages import Passage
-from bot.prompt import ANSWER_SYSTEM, CONDENSE_SYSTEM, JUDGE_SYSTEM, REFUSAL_TOKEN
+from bot.answer.checks import quote_in
+from bot.answer.claude import FALLBACK, ClaudeComposer
+from bot.answer.compose import ExtractiveComposer
+from bot.answer.condense import condense
+from bot.answer.passages import Passage
+from bot.answer.prompt import ANSWER_SYSTEM, CONDENSE_SYSTEM, JUDGE_SYSTEM, REFUSAL_TOKEN
+from bot.answer.record import TurnRecord
+from bot.answer.sentences import split_sentences
+from bot.answer.turn import Answerer
 from bot.settings import load_settings
-from bot.turn import Answerer, TurnRecord, condense
-from search.types import Chunk
-from tests.anthropic_standin import (
+from bot.testing.anthropic_standin import (
     AnthropicStandIn,
     RecordedRequest,
     Reply,
@@ -35,6 +36,8 @@ from tests.anthropic_standin import (
     running,
     tag_attributes,
 )
+from bot.wiring import Components
+from search.types import Chunk
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.slow
@@ -464,7 +467,7 @@ def test_connection_refused_is_retried_then_served_as_a_labelled_fallback(build,
 def test_retry_after_header_forms(headers, seconds):
     from datetime import UTC, datetime
 
-    from bot.claude import retry_after_s
+    from bot.answer.claude import retry_after_s
 
     assert retry_after_s(headers, now=datetime(2026, 12, 30, 10, 0, 0, tzinfo=UTC)) == seconds
 
@@ -477,7 +480,7 @@ def test_retry_after_header_forms(headers, seconds):
     (f"The passages say a lot [1]. {REFUSAL_TOKEN}: but not this.", None),  # not a refusal: an answer
 ])
 def test_refusal_format_is_parsed_only_when_it_is_the_whole_reply(reply, reason):
-    from bot.prompt import parse_refusal
+    from bot.answer.prompt import parse_refusal
 
     assert parse_refusal(reply) == reason
 
@@ -490,13 +493,13 @@ def test_refusal_format_is_parsed_only_when_it_is_the_whole_reply(reply, reason)
     ("", None),
 ])
 def test_judge_verdicts_are_parsed(reply, verdict):
-    from bot.prompt import parse_verdict
+    from bot.answer.prompt import parse_verdict
 
     assert parse_verdict(reply)[0] is verdict
 
 
 def test_cited_sentences_keep_quotations_whole_and_markers_with_their_sentence():
-    from bot.checks import cited_sentences
+    from bot.answer.checks import cited_sentences
 
     broken = TARGET.replace("; ", ";\n")  # a quotation across a line break stays one sentence
     answer = (f'On the cut-off: "{broken}" [2]. It carries 1.4 billion frames [1][3]! '
@@ -507,3 +510,20 @@ def test_cited_sentences_keep_quotations_whole_and_markers_with_their_sentence()
     assert got[1][1] == "It carries 1.4 billion frames!"
     assert got[2][1] == 'The guide adds: "A b. C d."'  # the uncited aside is not a claim to judge
     assert got[3] == ((5,), "Last line", "Last line [5]")
+
+
+# -- metrics --------------------------------------------------------------------------------
+def test_an_invented_quotation_and_a_fallback_move_their_counters(build, standin):
+    from tests.test_metrics import moved, snapshot
+
+    answerer = build()
+    invented = "Trains depart every Friday at noon from platform nine."
+    standin.script(answering(lambda r: f'"{invented}" [{cite(TARGET, r)}]'))
+    before = snapshot()
+    answerer.ask(QUESTION)
+    after = snapshot()
+    assert moved(before, after)["citebot_failed_checks_total{kind=quote}"] == 1.0
+    assert "citebot_backend_errors_total{backend=anthropic}" not in moved(before, after)
+    standin.always(error(500, "api_error", "try again later"))
+    build(anthropic_budget_s=1.0).ask(QUESTION)
+    assert moved(after, snapshot())["citebot_backend_errors_total{backend=anthropic}"] == 1.0

@@ -1,4 +1,4 @@
-"""The command line keeps the JSON contracts of shared/DESIGN.md."""
+"""The command line keeps the JSON contracts of docs/contracts.md."""
 
 from __future__ import annotations
 

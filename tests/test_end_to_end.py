@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from bot.checks import quote_in
-from bot.compose import ExtractiveComposer
-from bot.state import InProcessState
-from bot.turn import Answerer
+from bot.answer.checks import quote_in
+from bot.answer.compose import ExtractiveComposer
+from bot.answer.turn import Answerer
+from bot.memory.state import InProcessState
 from search.glossary import Glossary
 from search.retrieve import Retriever
 from tests.conftest import EXAMPLES, HANDBOOK
@@ -21,8 +21,9 @@ def answerer(examples_store, embedder):
 
 
 def test_every_chunk_is_verbatim_text_of_its_source(examples_store):
-    from ingest.loaders import load
     from pathlib import Path
+
+    from ingest.loaders import load
 
     loaded = {}
     for c in examples_store.iter_chunks():

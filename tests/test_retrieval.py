@@ -7,8 +7,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from bot.answer.passages import select_passages
 from bot.evaluate import paired_bootstrap, parse_config
-from bot.passages import select_passages
 from search.errors import ConfigError
 from search.glossary import Glossary, GlossaryEntry
 from search.retrieve import RetrievalConfig, Retriever

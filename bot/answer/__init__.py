@@ -1,0 +1,1 @@
+"""The answer pipeline: one grounded turn from question to checked answer."""

@@ -1,0 +1,290 @@
+"""One grounded turn: condense, retrieve, gate, compose, check, render, log.
+
+Refusal is earned: the gate refuses before composing when retrieval found no adequate
+support, and the composer (a model) may also decline. Both are recorded with a reason.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from bot.answer.checks import CheckReport, ClaimJudge, check_answer
+from bot.answer.compose import Composer, Composition
+from bot.answer.condense import condense
+from bot.answer.gate import Gate
+from bot.answer.passages import Passage, select_passages
+from bot.answer.record import TurnRecord, error_text, failure_text, new_turn_id
+from bot.memory.redis import RedisUnavailable
+from bot.memory.state import ConversationState, PriorTurn
+from bot.memory.turnlog import TurnLog
+from bot.metrics import BACKEND_ERRORS, FAILED_CHECKS, STAGE_SECONDS, TURNS
+from search.errors import CitebotError, SearchBackendError, StoreError
+from search.retrieve import Retrieval, Retriever
+from search.text import content_words, words
+
+log = structlog.get_logger("citebot.turn")
+
+def flag_inline(answer: str, report: CheckReport) -> str:
+    """The answer with a visible mark and a short reason after each failed check."""
+    inserts: list[tuple[int, str]] = []
+    for q in report.quotes:
+        if not q.verified:
+            inserts.append((q.end, f" ⚠️ [quote check failed: {q.reason}]"))
+    for c in report.citations:
+        if not c.resolved:
+            inserts.append((c.start + len(c.marker), " ⚠️ [citation points to no passage given]"))
+        elif not c.retrieved:
+            inserts.append((c.start + len(c.marker), " ⚠️ [citation to a passage not retrieved this turn]"))
+    for claim in report.claims:
+        if claim.supported is False:
+            inserts.append((claim.end, f" ⚠️ [claim check failed: {claim.reason}]"))
+    out = answer
+    for pos, text in sorted(inserts, key=lambda x: -x[0]):
+        pos = min(pos, len(out))
+        # Place the flag after trailing spaces of the quote, before the next word.
+        while pos > 0 and out[pos - 1] == " ":
+            pos -= 1
+        out = out[:pos] + text + out[pos:]
+    return out
+
+
+def refusal_text(reason: str, retrieval: Retrieval) -> str:
+    lines = ["The collection does not cover this question, so I won't answer it from general knowledge.",
+             f"({reason})"]
+    if retrieval.hits:
+        lines.append("Nearest passages:")
+        for h in retrieval.hits[:3]:
+            where = " > ".join(h.chunk.heading_path) or h.chunk.source
+            page = f", p. {h.chunk.page}" if h.chunk.page else ""
+            lines.append(f"• {h.chunk.source} — {where}{page}")
+    return "\n".join(lines)
+
+
+class Answerer:
+    """Runs turns; the components are built once by the entry point and handed in."""
+
+    def __init__(
+        self,
+        retriever: Retriever,
+        composer: Composer,
+        turnlog: TurnLog,
+        state: ConversationState,
+        *,
+        passages: int = 5,
+        gate: Gate | None = None,
+        condenser: Any = None,
+        claim_judge: ClaimJudge | None = None,
+    ) -> None:
+        self.retriever = retriever
+        self.composer = composer
+        self.turnlog = turnlog
+        self.state = state
+        self.passage_count = passages
+        self.gate = gate or Gate()
+        self.condenser = condenser
+        self.claim_judge = claim_judge
+
+    def ask(
+        self,
+        question: str,
+        *,
+        thread_key: str | None = None,
+        user: str | None = None,
+        channel: str | None = None,
+        surface: str = "cli",
+        turn_id: str | None = None,
+    ) -> TurnRecord:
+        started = time.perf_counter()
+        record = new_record(question, turn_id=turn_id, user=user, channel=channel,
+                            thread=thread_key, surface=surface)
+        structlog.contextvars.bind_contextvars(turn_id=record.turn_id)
+        try:
+            self._run(record, thread_key)
+        except Exception as exc:  # noqa: BLE001 - the edge of a turn: record it, say it
+            fail(record, exc)
+        record.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 2)
+        log_turn(self.turnlog, record)
+        structlog.contextvars.unbind_contextvars("turn_id")
+        return record
+
+    def _run(self, record: TurnRecord, thread_key: str | None) -> None:
+        history = self.state.history(thread_key) if thread_key else []
+        t = time.perf_counter()
+        if self.condenser is not None and history:
+            record.condensed_query = self.condenser(record.question, history)
+        else:
+            record.condensed_query = condense(record.question, history)
+        record.timings_ms["condense"] = round((time.perf_counter() - t) * 1000, 2)
+
+        retrieval = self.retriever.retrieve(record.condensed_query)
+        record.timings_ms.update({f"retrieve_{k}": v for k, v in retrieval.timings_ms.items()})
+        record.candidates = [
+            {"chunk_id": h.chunk.chunk_id, "source": h.chunk.source, "score": h.score,
+             "dense_rank": h.dense_rank, "lexical_rank": h.lexical_rank, "reasons": h.reasons}
+            for h in retrieval.hits
+        ]
+        record.support = asdict(retrieval.support)
+        record.expansions = [{"found": e.found, "expands_to": e.expands_to} for e in retrieval.expansions]
+        record.corrections = retrieval.corrections
+        record.addresses = retrieval.addresses
+
+        reason = self.gate.refuse(retrieval.support) if retrieval.hits else "the store returned no passages"
+        if reason:
+            record.refused = True
+            record.refusal_reason = reason
+            record.answer = record.raw_answer = refusal_text(reason, retrieval)
+            record.composer = "gate"
+            self._remember(record, thread_key)
+            return
+
+        terms = content_words(record.condensed_query)
+        passages = select_passages(
+            retrieval.hits, self.passage_count,
+            widen=lambda c: self.retriever.boundary_neighbour(c, terms),
+        )
+        record.passages = [
+            {"number": p.number, "chunk_id": p.chunk.chunk_id, "source": p.chunk.source,
+             "heading_path": list(p.chunk.heading_path), "page": p.chunk.page,
+             "chars": len(p.text), "superseded": p.chunk.superseded}
+            for p in passages
+        ]
+        glossary = self.retriever.glossary
+        t = time.perf_counter()
+        comp: Composition = self.composer.compose(
+            record.condensed_query, passages, glossary.definitions_for(record.condensed_query),
+            retrieval.expansions,
+        )
+        record.timings_ms["compose"] = round((time.perf_counter() - t) * 1000, 2)
+        record.timings_ms.update({f"compose_{k}": v for k, v in comp.timings_ms.items()})
+        record.composer, record.model, record.label = comp.composer, comp.model, comp.label
+        record.usage, record.prompt_chars, record.errors = comp.usage, comp.prompt_chars, comp.errors
+        record.raw_answer = comp.text
+        if comp.refused:
+            record.refused = True
+            record.refusal_reason = comp.refusal_reason or "the composer declined"
+            record.answer = refusal_text(record.refusal_reason, retrieval)
+            self._remember(record, thread_key)
+            return
+        self._check(record, comp.text, passages, retrieval)
+        self._remember(record, thread_key)
+
+    def _check(self, record: TurnRecord, text: str, passages: list[Passage], retrieval: Retrieval) -> None:
+        t = time.perf_counter()
+        given = {p.number: (p.chunk.chunk_id, p.text) for p in passages}
+        by_number = {p.number: p for p in passages}
+        # Retrieved this turn: the ranked hits and the neighbours widening added to them.
+        retrieved = {h.chunk.chunk_id for h in retrieval.hits} | {p.chunk.chunk_id for p in passages}
+        report = check_answer(text, given, retrieved)
+        record.timings_ms["checks"] = round((time.perf_counter() - t) * 1000, 2)
+        # Only what a model wrote is judged: an extractive answer is the passages' own words.
+        if self.claim_judge is not None and record.model is not None:
+            t = time.perf_counter()
+            judged = self.claim_judge.judge(text, {p.number: p.text for p in passages})
+            report.claims = judged.claims
+            record.claims = judged.as_dict()
+            record.timings_ms["claims"] = round((time.perf_counter() - t) * 1000, 2)
+        record.citations = [
+            {"marker": c.marker, "chunk_id": c.chunk_id,
+             "source": by_number[c.number].chunk.source if c.number in by_number else None,
+             "heading_path": list(by_number[c.number].chunk.heading_path) if c.number in by_number else [],
+             "page": by_number[c.number].chunk.page if c.number in by_number else None,
+             "resolved": c.resolved, "retrieved": c.retrieved}
+            for c in report.citations
+        ]
+        record.quotes = [
+            {"text": q.text, "chunk_id": q.chunk_id, "verified": q.verified, "marker": f"[{q.number}]",
+             "reason": q.reason}
+            for q in report.quotes
+        ]
+        answer = flag_inline(text, report)
+        if report.valid_citations == 0:
+            record.unsupported = True
+            answer = "⚠️ Unsupported: this answer cites no passage that was given, so it is not shown as an answer.\n\n" + answer
+        record.answer = answer
+
+    def _remember(self, record: TurnRecord, thread_key: str | None) -> None:
+        """The turn as context for the thread's next question; a failed write costs the
+        follow-up its context, never this turn its answer."""
+        if not thread_key:
+            return
+        try:
+            self.state.append(thread_key, PriorTurn(
+                record.turn_id, record.question, record.condensed_query, record.raw_answer))
+        except Exception as exc:  # noqa: BLE001 - the answer is checked and ready: keep it
+            record.errors.append(f"conversation state write failed: {error_text(exc)}")
+            log.error("conversation_state_failed", error=error_text(exc))
+
+
+def new_record(question: str, *, turn_id: str | None = None, user: str | None = None,
+               channel: str | None = None, thread: str | None = None,
+               surface: str = "cli") -> TurnRecord:
+    return TurnRecord(
+        turn_id=turn_id or new_turn_id(), created_at=datetime.now(UTC).isoformat(),
+        question=question, condensed_query=question, user=user, channel=channel,
+        thread=thread, surface=surface,
+    )
+
+
+def fail(record: TurnRecord, exc: BaseException) -> None:
+    """The one failure path: the error recorded, the person told, a trace for a bug."""
+    record.error = error_text(exc)
+    record.answer = failure_text(exc, record.turn_id)
+    if isinstance(exc, (StoreError, SearchBackendError)) and not isinstance(exc, RedisUnavailable):
+        BACKEND_ERRORS.labels("search").inc()  # Redis counts its own (bot.memory.redis)
+    if not isinstance(exc, CitebotError):  # ours carry their reason; anything else is a bug
+        log.error("turn_failed", error=record.error, exc_info=exc)
+
+
+def failed_turn(turnlog: TurnLog, question: str, exc: BaseException, **where: Any) -> TurnRecord:
+    """A turn that could not even start (no store, no model): recorded, logged and shown
+    exactly like one that failed inside the pipeline."""
+    record = new_record(question, **where)
+    fail(record, exc)
+    log_turn(turnlog, record)
+    return record
+
+
+def log_turn(turnlog: TurnLog, record: TurnRecord) -> None:
+    """Write the record to the turn log and emit the one log line of the turn."""
+    try:
+        turnlog.put_turn(record.turn_id, record.created_at, record.as_dict())
+    except Exception as exc:  # noqa: BLE001 - a lost log record must not lose the answer
+        record.errors.append(f"turn log write failed: {error_text(exc)}")
+        log.error("turn_log_failed", error=error_text(exc))
+    count_turn(record)
+    log.info(
+        "turn", question_words=len(words(record.question)), surface=record.surface,
+        user=record.user, channel=record.channel, refused=record.refused,
+        refusal_reason=record.refusal_reason, composer=record.composer, model=record.model,
+        citations=len(record.citations),
+        failed_checks=sum(1 for q in record.quotes if not q["verified"])
+        + sum(1 for c in record.citations if not (c["resolved"] and c["retrieved"])),
+        passages=[p["chunk_id"] for p in record.passages], error=record.error,
+        errors=record.errors, timings_ms=record.timings_ms,
+    )
+
+
+def count_turn(record: TurnRecord) -> None:
+    """The turn's outcome, stage times and failed checks, into the metrics."""
+    if record.error:
+        outcome = "error"
+    elif record.refused:
+        outcome = "refused_gate" if record.composer == "gate" else "refused_model"
+    else:
+        outcome = "answered"
+    TURNS.labels(outcome).inc()
+    for stage, key in (("retrieve", "retrieve_total"), ("compose", "compose"), ("checks", "checks"),
+                       ("total", "total")):
+        if key in record.timings_ms:
+            STAGE_SECONDS.labels(stage).observe(record.timings_ms[key] / 1000)
+    quotes = sum(1 for q in record.quotes if not q["verified"])
+    citations = sum(1 for c in record.citations if not (c["resolved"] and c["retrieved"]))
+    claims = int(record.claims.get("unsupported") or 0) if record.claims else 0
+    for kind, n in (("quote", quotes), ("citation", citations), ("claim", claims)):
+        if n:
+            FAILED_CHECKS.labels(kind).inc(n)

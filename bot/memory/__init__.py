@@ -1,0 +1,1 @@
+"""What citebot remembers between turns: conversation state and the turn log."""

@@ -1,0 +1,1 @@
+"""The Slack adapter: the only part of citebot that talks to Slack."""

@@ -1,0 +1,372 @@
+"""The Slack bot: Bolt listeners that turn Slack's requests into grounded turns.
+
+Entry points, all answered by the same grounded turn (bot.answer.turn.Answerer):
+- an @mention in a channel     -> the answer in that message's thread;
+- a reply in a thread where citebot answered -> a follow-up with the thread's earlier turns
+  (read back from the thread when the state has forgotten it: bot.slack.recall);
+- a direct message              -> the answer in the DM, one conversation per DM or DM thread;
+- the slash command (/ask)      -> an ephemeral answer with "Share in channel";
+  `/ask help`; `/ask why [turn]` explains the last answer from the turn log;
+- buttons                       -> feedback into the turn log, share, why.
+
+Speed and exactly-once: every listener acks at once (Bolt lazy listeners with
+process_before_response, so the ack is written before any work starts) and the work runs
+on a worker pool. Each event is claimed (its event id, and its message) in Redis or in
+this process before any work, so a retried or doubled delivery gets no second reply on any
+replica. A placeholder appears at once and is replaced in place by the answer.
+
+No silent failures: every triggered turn ends in Slack with an answer, a refusal or an
+error message carrying its turn id, also when search, Redis or the model is down.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from slack_bolt import Ack, App, BoltRequest, Respond
+from slack_sdk import WebClient
+
+from bot.answer.record import TurnRecord, new_turn_id
+from bot.answer.turn import Answerer, failed_turn
+from bot.memory.state import ConversationState
+from bot.memory.turnlog import TurnLog
+from bot.metrics import DEDUPE_HITS, RATE_LIMITED
+from bot.slack.actions import TurnActions
+from bot.slack.client import bolt_logger
+from bot.slack.dedupe import Deduper
+from bot.slack.delivery import Delivery, failure_notice
+from bot.slack.inbound import (
+    SURFACE_COMMAND,
+    SURFACE_THREAD,
+    Identity,
+    Question,
+    mention_question,
+    message_question,
+    parse_command,
+)
+from bot.slack.pool import LISTENER_WORKERS, TURN_WORKERS, WorkPool
+from bot.slack.ratelimit import RateDecision, RateLimiter
+from bot.slack.recall import ThreadRecall
+from bot.slack.recent import RecentTurns
+from bot.slack.render import (
+    ACTION_FEEDBACK_DOWN,
+    ACTION_FEEDBACK_UP,
+    ACTION_SHARE,
+    ACTION_WHY,
+    FEEDBACK_VALUES,
+    SlackMessage,
+    escape,
+    render_help,
+    render_notice,
+    render_turn,
+)
+from search.errors import CitebotError, ConfigError
+
+log = structlog.get_logger("citebot.slack")
+
+# How long `citebot serve` lets answers in progress finish after SIGTERM.
+DRAIN_TIMEOUT_S = 30
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+@dataclass(frozen=True)
+class BotConfig:
+    """The settings the Slack adapter reads."""
+
+    signing_secret: str | None
+    slash_command: str = "/ask"
+    rate_limit_per_minute: int = 6
+    socket_mode: bool = False
+    listener_workers: int = LISTENER_WORKERS
+    turn_workers: int = TURN_WORKERS
+
+
+class SlackBot:
+    """The Bolt app with citebot's listeners. `answerer` is called when a turn needs it
+    (building it loads the model and opens the store; a failure there fails that turn
+    visibly, not the server)."""
+
+    def __init__(
+        self,
+        config: BotConfig,
+        client: WebClient,
+        identity: Identity,
+        *,
+        answerer: Callable[[], Answerer],
+        state: ConversationState,
+        turnlog: TurnLog,
+        deduper: Deduper,
+        limiter: RateLimiter,
+        recent: RecentTurns,
+    ) -> None:
+        if config.signing_secret is None and not config.socket_mode:
+            raise ConfigError(
+                "SLACK_SIGNING_SECRET is not set: copy the Signing Secret from the app's "
+                "Basic Information page (HTTP mode verifies every request with it)")
+        self.config = config
+        self.client = client
+        self.identity = identity
+        self.answerer = answerer
+        self.turnlog = turnlog
+        self.deduper = deduper
+        self.limiter = limiter
+        self.recent = recent
+        self.command = config.slash_command
+        self.delivery = Delivery(client)
+        self.recall = ThreadRecall(client, state, identity)
+        self.actions = TurnActions(self.delivery, turnlog, config.slash_command)
+        self.pool = WorkPool(config.listener_workers, "citebot-listener")
+        self.turns = WorkPool(config.turn_workers, "citebot-turn")
+        self.app = App(
+            client=client,
+            signing_secret=config.signing_secret or "",
+            process_before_response=True,  # ack is written first; the work runs as lazy listeners
+            listener_executor=self.pool,
+            name="citebot",
+            logger=bolt_logger(),
+        )
+        self._register()
+
+    # -- wiring ------------------------------------------------------------------------------
+    def _register(self) -> None:
+        app = self.app
+        app.event("app_mention")(ack=_ack, lazy=[self._on_mention])
+        app.event("message")(ack=_ack, lazy=[self._on_message])
+        app.command(self.command)(ack=self._ack_command, lazy=[self._on_command])
+        app.action(re.compile(f"^({ACTION_FEEDBACK_UP}|{ACTION_FEEDBACK_DOWN})$"))(
+            ack=_ack, lazy=[self._on_feedback])
+        app.action(ACTION_SHARE)(ack=_ack, lazy=[self._on_share])
+        app.action(ACTION_WHY)(ack=_ack, lazy=[self._on_why])
+
+    def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> bool:
+        """Wait until every acked piece of work has finished (tests, shutdown)."""
+        deadline = time.monotonic() + timeout_s
+        # listener work hands turns on before it ends, so the listener pool drains first
+        if not self.pool.wait_idle(timeout_s):
+            return False
+        return self.turns.wait_idle(max(deadline - time.monotonic(), 0.0))
+
+    def close(self, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+        self.drain(timeout_s)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.turns.shutdown(wait=False, cancel_futures=True)
+
+    def warm_up(self) -> None:
+        """Open the store and load the model before the first question needs them."""
+        try:
+            self.answerer()
+            log.info("warm_up_done")
+        except Exception as exc:  # noqa: BLE001 - turns will report it, with their turn ids
+            log.warning("warm_up_failed", error=str(exc))
+
+    @contextmanager
+    def _job(self, **binds: Any) -> Iterator[None]:
+        """Fresh log context per piece of work; nothing escapes unlogged."""
+        structlog.contextvars.clear_contextvars()
+        structlog.contextvars.bind_contextvars(**{k: v for k, v in binds.items() if v is not None})
+        try:
+            yield
+        except Exception:  # the edge: a worker thread must never die silently
+            log.exception("slack_handler_failed")
+        finally:
+            structlog.contextvars.clear_contextvars()
+
+    # -- events ------------------------------------------------------------------------------
+    def _on_mention(self, body: dict, event: dict, request: BoltRequest) -> None:
+        channel = event.get("channel", "")
+        with self._job(channel=channel, event_id=body.get("event_id")):
+            if channel.startswith("D") or self.identity.from_a_bot(event):
+                return  # DMs arrive as message.im; bots never trigger a turn
+            self._answer(mention_question(event, body.get("event_id"), _retry_num(request)))
+
+    def _on_message(self, body: dict, event: dict, request: BoltRequest) -> None:
+        channel = event.get("channel", "")
+        with self._job(channel=channel, event_id=body.get("event_id")):
+            if event.get("subtype") or self.identity.from_a_bot(event) or not event.get("user"):
+                return  # edits, joins, bots, ourselves
+            question = message_question(event, body.get("event_id"), _retry_num(request),
+                                        self.identity.bot_user_id)
+            if question is None:
+                return
+            if question.surface == SURFACE_THREAD and not self.recall.recall(question):
+                return  # not a thread citebot has answered in
+            self._answer(question)
+
+    def _claim(self, q: Question) -> bool:
+        """First delivery wins: the event id (retries), then the message (one post, two events)."""
+        keys = []
+        if q.event_id:
+            keys.append(f"event:{q.event_id}")
+        if q.message_ts:
+            keys.append(f"message:{q.channel}:{q.message_ts}")
+        for key in keys:
+            try:
+                if not self.deduper.claim(key):
+                    DEDUPE_HITS.inc()
+                    log.info("slack_duplicate_dropped", key=key, retry_num=q.retry_num)
+                    return False
+            except CitebotError as exc:  # answering twice beats never answering
+                log.warning("dedupe_unavailable", error=str(exc))
+        return True
+
+    def _rate(self, user: str | None) -> RateDecision:
+        per_minute = self.config.rate_limit_per_minute
+        if not user:
+            return RateDecision(True, per_minute)
+        try:
+            return self.limiter.check(user)
+        except CitebotError as exc:
+            log.warning("rate_limit_unavailable", error=str(exc))
+            return RateDecision(True, per_minute)
+
+    @staticmethod
+    def _rate_notice(decision: RateDecision, turn_id: str) -> SlackMessage:
+        return render_notice(
+            f"⏳ That's more than {decision.limit_per_minute} questions a minute — I read each one "
+            f"carefully, so please ask again in about {decision.retry_after_s} s.", turn_id)
+
+    # -- one question ------------------------------------------------------------------------
+    def _answer(self, q: Question) -> None:
+        """Claim, rate-limit, show progress, then hand the turn on: always ends visibly."""
+        if not self._claim(q):
+            return
+        turn_id = new_turn_id()
+        structlog.contextvars.bind_contextvars(turn_id=turn_id, thread=q.reply_thread_ts, user=q.user)
+        try:
+            if not q.text:
+                self.delivery.post(q, render_notice(
+                    f"Ask me a question after the mention, e.g. _@citebot how often does the release "
+                    f"train leave?_ — or type `{escape(self.command)} help`.", turn_id))
+                return
+            decision = self._rate(q.user)
+            if not decision.allowed:
+                RATE_LIMITED.inc()
+                log.info("slack_rate_limited", retry_after_s=decision.retry_after_s)
+                self.delivery.post_ephemeral(q, self._rate_notice(decision, turn_id))
+                return
+            progress_ts = self.delivery.progress(q, turn_id)
+            self.turns.submit(contextvars.copy_context().run, self._finish, q, turn_id, progress_ts)
+        except Exception as exc:  # noqa: BLE001 - the edge: said in Slack, logged with its trace
+            self.delivery.failure(q, turn_id, exc, None)
+
+    def _finish(self, q: Question, turn_id: str, progress_ts: str | None) -> None:
+        """The heavy part of a turn, on the turn pool, in the log context of its event."""
+        try:
+            if q.in_thread and q.surface != SURFACE_THREAD:
+                self.recall.recall(q)  # a mention inside an older thread: bring its turns back
+            record = self._run_turn(q, turn_id)
+            structlog.contextvars.bind_contextvars(turn_id=turn_id)  # the turn unbinds its own
+            self.delivery.turn(q, record, progress_ts)
+            self._remember(q.user, turn_id)
+        except Exception as exc:  # noqa: BLE001 - the edge: said in Slack, logged with its trace
+            self.delivery.failure(q, turn_id, exc, progress_ts)
+
+    def _run_turn(self, q: Question, turn_id: str) -> TurnRecord:
+        """The turn; when the pipeline cannot even be built (store empty, search or model
+        unavailable), a failed turn recorded and shown like any other."""
+        try:
+            answerer = self.answerer()
+        except Exception as exc:  # noqa: BLE001 - the one failure path records it
+            return failed_turn(self.turnlog, q.text, exc, turn_id=turn_id, user=q.user,
+                               channel=q.channel, thread=q.thread_key, surface=q.surface)
+        return answerer.ask(q.text, thread_key=q.thread_key, user=q.user, channel=q.channel,
+                            surface=q.surface, turn_id=turn_id)
+
+    def _remember(self, user: str | None, turn_id: str) -> None:
+        if not user:
+            return
+        try:
+            self.recent.remember(user, turn_id)
+        except CitebotError as exc:
+            log.warning("last_turn_not_remembered", error=str(exc))
+
+    # -- the slash command -------------------------------------------------------------------
+    def _ack_command(self, ack: Ack, command: dict) -> None:
+        parsed = parse_command(command.get("text", ""))
+        if parsed.kind == "help":
+            help_message = render_help(self.command, self.config.rate_limit_per_minute)
+            ack(text=help_message.text, blocks=help_message.block_dicts(), response_type="ephemeral")
+        elif parsed.kind == "question":
+            ack(text=f"🔎 Looking through the collection for: _{escape(parsed.argument)}_",
+                response_type="ephemeral")
+        else:
+            ack()
+
+    def _on_command(self, command: dict, respond: Respond) -> None:
+        user, channel = command.get("user_id"), command.get("channel_id", "")
+        with self._job(channel=channel, user=user, surface=SURFACE_COMMAND):
+            parsed = parse_command(command.get("text", ""))
+            if parsed.kind == "help":
+                return  # the ack carried the help
+            if parsed.kind == "why":
+                self.actions.explain(parsed.argument or self._last_turn(user), respond)
+                return
+            turn_id = new_turn_id()
+            structlog.contextvars.bind_contextvars(turn_id=turn_id)
+            q = Question(text=parsed.argument, user=user, channel=channel, surface=SURFACE_COMMAND,
+                         reply_thread_ts=None, thread_key=None)
+            decision = self._rate(user)
+            if not decision.allowed:
+                RATE_LIMITED.inc()
+                log.info("slack_rate_limited", retry_after_s=decision.retry_after_s)
+                self.delivery.respond(respond, self._rate_notice(decision, turn_id), q)
+                return
+            self.turns.submit(contextvars.copy_context().run, self._finish_command, q, turn_id, respond)
+
+    def _finish_command(self, q: Question, turn_id: str, respond: Respond) -> None:
+        try:
+            record = self._run_turn(q, turn_id)
+            structlog.contextvars.bind_contextvars(turn_id=turn_id)
+            for message in render_turn(record, ephemeral=True, show_question=True):
+                self.delivery.respond(respond, message, q)
+            self._remember(q.user, turn_id)
+        except Exception as exc:
+            log.error("slack_turn_failed", error=str(exc), exc_info=exc)
+            self.delivery.respond(respond, failure_notice(exc, turn_id), q)
+
+    def _last_turn(self, user: str | None) -> str:
+        if not user:
+            return ""
+        try:
+            return self.recent.last(user) or ""
+        except CitebotError as exc:
+            log.warning("last_turn_unavailable", error=str(exc))
+            return ""
+
+    # -- buttons -----------------------------------------------------------------------------
+    def _on_feedback(self, body: dict, action: dict, respond: Respond) -> None:
+        turn_id = str(action.get("value", ""))
+        user = (body.get("user") or {}).get("id")
+        with self._job(turn_id=turn_id, user=user, channel=(body.get("channel") or {}).get("id")):
+            self.actions.feedback(turn_id, user, FEEDBACK_VALUES[action["action_id"]], respond)
+
+    def _on_why(self, body: dict, action: dict, respond: Respond) -> None:
+        user = (body.get("user") or {}).get("id")
+        with self._job(user=user, channel=(body.get("channel") or {}).get("id")):
+            self.actions.explain(str(action.get("value", "")), respond)
+
+    def _on_share(self, body: dict, action: dict, respond: Respond) -> None:
+        turn_id = str(action.get("value", ""))
+        user = (body.get("user") or {}).get("id")
+        channel = (body.get("channel") or {}).get("id")
+        with self._job(turn_id=turn_id, user=user, channel=channel):
+            self.actions.share(turn_id, user, channel, respond)
+
+
+def _ack(ack: Ack) -> None:
+    ack()
+
+
+def _retry_num(request: BoltRequest) -> str | None:
+    return request.headers.get("x-slack-retry-num", [None])[0]

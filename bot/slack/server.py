@@ -1,0 +1,157 @@
+"""The HTTP server for Slack's requests: Bolt's WSGI adapter on a threaded stdlib server.
+
+Events, slash commands and interactivity all arrive as POST /slack/events. For probes:
+GET /healthz answers 200 while the process serves; GET /readyz answers 200 once citebot
+can answer (store reachable and stamped for this model, model loaded, Redis answering
+when configured) and 503 with the failing checks otherwise. One thread per connection;
+the slow work never runs here (the Slack adapter acks and hands it to its worker pool),
+so a thread lives for milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import structlog
+from slack_bolt import App
+from slack_bolt.adapter.wsgi import SlackRequestHandler
+
+from bot.metrics import exposition
+from search.errors import ConfigError
+
+log = structlog.get_logger("citebot.server")
+
+EVENTS_PATH = "/slack/events"
+HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
+METRICS_PATH = "/metrics"
+# A client that sends nothing for this long is dropped, so idle sockets cannot pile up.
+REQUEST_TIMEOUT_S = 10
+
+# Readiness: each check's name -> "ok" or what is wrong.
+Readiness = Callable[[], dict[str, str]]
+WsgiApp = Callable[..., Iterable[bytes]]
+
+
+class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+
+class _RequestHandler(WSGIRequestHandler):
+    timeout = REQUEST_TIMEOUT_S
+
+    def log_message(self, format: str, *args: Any) -> None:  # the stdlib signature
+        """No access log: each request's outcome is logged by its handler (Bolt logs refusals)."""
+
+
+def _not_found(environ: dict, start_response: Callable[..., Any]) -> Iterable[bytes]:
+    start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+    return [b"not found"]
+
+
+def probes(readiness: Readiness | None, inner: WsgiApp = _not_found) -> WsgiApp:
+    """/healthz, /readyz and /metrics in front of another WSGI application."""
+
+    def application(environ: dict, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO")
+        if environ.get("REQUEST_METHOD") == "GET" and path == HEALTH_PATH:
+            start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"ok"]
+        if environ.get("REQUEST_METHOD") == "GET" and path == METRICS_PATH:
+            body, content_type = exposition()
+            start_response("200 OK", [("Content-Type", content_type)])
+            return [body]
+        if environ.get("REQUEST_METHOD") == "GET" and path == READY_PATH:
+            try:
+                checks = readiness() if readiness is not None else {}
+            except Exception as exc:  # noqa: BLE001 - a probe answers, it never raises
+                checks = {"readiness": f"{type(exc).__name__}: {exc}"}
+            ready = all(v == "ok" for v in checks.values())
+            body = json.dumps({"ready": ready, "checks": checks}).encode()
+            start_response("200 OK" if ready else "503 Service Unavailable",
+                           [("Content-Type", "application/json")])
+            return [body]
+        return inner(environ, start_response)
+
+    return application
+
+
+def wsgi_app(app: App, path: str = EVENTS_PATH, readiness: Readiness | None = None) -> WsgiApp:
+    """Bolt's WSGI handler plus the probes; usable under any WSGI server."""
+    return probes(readiness, SlackRequestHandler(app, path=path))
+
+
+class _Server:
+    """Serves a WSGI app on host:port (port 0 picks a free one; `.port` tells which)."""
+
+    LISTENING_EVENT = "http_listening"
+
+    def __init__(self, application: WsgiApp, *, host: str, port: int, path: str = "") -> None:
+        try:
+            self._server = make_server(host, port, application,
+                                       server_class=_ThreadingWSGIServer, handler_class=_RequestHandler)
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {host}:{port} ({exc}); pick another port") from exc
+        self.host = host
+        self.path = path
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}{self.path}"
+
+    def serve_forever(self) -> None:
+        log.info(self.LISTENING_EVENT, host=self.host, port=self.port, path=self.path)
+        self._server.serve_forever(poll_interval=0.2)
+
+    def start(self):
+        """Serve on a background thread (tests, benchmarks, the Socket Mode probe port)."""
+        self._thread = threading.Thread(target=self.serve_forever, name="citebot-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Make serve_forever return (call from another thread, e.g. a signal handler's)."""
+        self._server.shutdown()
+
+    def close(self) -> None:
+        self._server.server_close()
+
+    def shutdown(self) -> None:
+        """Stop a server started with `start()` and release its port."""
+        self.stop()
+        self.close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+class SlackHttpServer(_Server):
+    """Slack's requests at `path`, and the probes."""
+
+    LISTENING_EVENT = "slack_http_listening"
+
+    def __init__(self, app: App, *, host: str = "0.0.0.0", port: int = 3000,
+                 path: str = EVENTS_PATH, readiness: Readiness | None = None) -> None:
+        super().__init__(wsgi_app(app, path, readiness), host=host, port=port, path=path)
+
+
+class ProbeServer(_Server):
+    """Only the probes (Socket Mode has no HTTP server of its own)."""
+
+    LISTENING_EVENT = "probe_http_listening"
+
+    def __init__(self, *, host: str = "0.0.0.0", port: int = 9091,
+                 readiness: Readiness | None = None) -> None:
+        super().__init__(probes(readiness), host=host, port=port)

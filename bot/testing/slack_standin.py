@@ -1,0 +1,330 @@
+"""A local stand-in for Slack, for tests and benchmarks: the Web API, response_url, and signed delivery.
+
+`SlackStandIn` is a stdlib threaded HTTP server on 127.0.0.1, port 0. `POST|GET /api/<method>`
+answers like the Web API (auth.test, chat.postMessage, chat.update, chat.delete,
+chat.postEphemeral, reactions.add/remove, conversations.replies,
+assistant.threads.setStatus) and keeps each channel's messages, so conversations.replies
+reads back what the bot posted, metadata included. `POST /response/<name>` is a
+response_url. Every call is recorded with its arrival time; `fail()` makes the next calls
+of a method return an error, as Slack would.
+
+`SlackSender` delivers events, slash commands and button clicks to a Bolt HTTP server the
+way Slack does: signed with the signing secret (v0 HMAC-SHA256, as
+slack_sdk.signature.SignatureVerifier checks), with X-Slack-Retry-Num on retries.
+"""
+
+from __future__ import annotations
+
+import http.client
+import itertools
+import json
+import threading
+import time
+import urllib.parse
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from slack_sdk.signature import SignatureVerifier
+
+BOT_TOKEN = "xoxb-standin-0000-secret"
+SIGNING_SECRET = "standin-signing-secret-0123456789"
+BOT_USER_ID = "UCITEBOT"
+BOT_ID = "BCITEBOT"
+TEAM_ID = "TSTANDIN"
+APP_ID = "ACITEBOT"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request the stand-in received: a Web API method or a response_url post."""
+
+    method: str  # "chat.postMessage", …, or "response_url"
+    params: dict[str, Any]
+    at: float  # time.perf_counter() on arrival
+    path: str
+
+
+class SlackStandIn:
+    """The Slack Web API and response_url on loopback, recording every call."""
+
+    def __init__(self, token: str = BOT_TOKEN) -> None:
+        self.token = token
+        self._calls: list[Call] = []
+        self._messages: dict[str, list[dict]] = {}
+        self._failures: dict[str, list[str]] = {}
+        self._lock = threading.Condition()
+        self._ts = itertools.count(1)
+        self._base_ts = int(time.time())
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # the stdlib signature
+                return
+
+            def do_GET(self) -> None:
+                standin._handle(self, "GET")
+
+            def do_POST(self) -> None:
+                standin._handle(self, "POST")
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> SlackStandIn:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def api_url(self) -> str:
+        return self.base_url + "/api/"
+
+    def response_url(self, name: str | None = None) -> str:
+        return f"{self.base_url}/response/{name or uuid.uuid4().hex}"
+
+    # -- what happened ---------------------------------------------------------------------
+    def calls(self, method: str | None = None) -> list[Call]:
+        with self._lock:
+            return [c for c in self._calls if method is None or c.method == method]
+
+    def wait_for(self, method: str, count: int = 1, timeout_s: float = 30.0) -> list[Call]:
+        """Block until `count` calls of `method` arrived; the calls, or AssertionError."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while True:
+                found = [c for c in self._calls if c.method == method]
+                if len(found) >= count:
+                    return found
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"{count} × {method} not seen in {timeout_s} s; saw "
+                                         f"{[c.method for c in self._calls]}")
+                self._lock.wait(left)
+
+    def messages(self, channel: str) -> list[dict]:
+        with self._lock:
+            return [dict(m) for m in self._messages.get(channel, [])]
+
+    def fail(self, method: str, error: str = "internal_error", times: int = 1) -> None:
+        """The next `times` calls of `method` answer {"ok": false, "error": error}; for
+        method "response_url", the next posts to a response_url answer HTTP 500."""
+        with self._lock:
+            self._failures.setdefault(method, []).extend([error] * times)
+
+    def next_ts(self) -> str:
+        with self._lock:
+            return self._next_ts()
+
+    def _next_ts(self) -> str:
+        return f"{self._base_ts}.{next(self._ts):06d}"
+
+    def user_message(self, channel: str, user: str, text: str, *, thread_ts: str | None = None,
+                     channel_type: str = "channel") -> dict:
+        """A person's message, stored in the channel; returns it as a `message` event."""
+        with self._lock:
+            ts = self._next_ts()
+            message = {"type": "message", "user": user, "text": text, "ts": ts, "team": TEAM_ID}
+            if thread_ts:
+                message["thread_ts"] = thread_ts
+            self._messages.setdefault(channel, []).append(message)
+        return {**message, "channel": channel, "channel_type": channel_type, "event_ts": ts}
+
+    # -- serving ---------------------------------------------------------------------------
+    def _handle(self, handler: BaseHTTPRequestHandler, verb: str) -> None:
+        arrived = time.perf_counter()
+        url = urllib.parse.urlsplit(handler.path)
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        params: dict[str, Any] = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
+        ctype = handler.headers.get("Content-Type", "")
+        if raw:
+            if "json" in ctype:
+                params.update(json.loads(raw))
+            else:
+                params.update({k: v[-1] for k, v in urllib.parse.parse_qs(raw.decode()).items()})
+        for key in ("blocks", "metadata"):
+            if isinstance(params.get(key), str):
+                params[key] = json.loads(params[key])
+        if url.path.startswith("/response/"):
+            self._record(Call("response_url", params, arrived, url.path))
+            with self._lock:
+                failures = self._failures.get("response_url")
+                error = failures.pop(0) if failures else None
+            if error is not None:  # Slack answers a bad response_url post with a 4xx/5xx
+                self._send(handler, 500, error.encode(), "text/plain")
+            else:
+                self._send(handler, 200, b"ok", "text/plain")
+            return
+        if not url.path.startswith("/api/"):
+            self._send(handler, 404, b"not found", "text/plain")
+            return
+        method = url.path[len("/api/"):]
+        auth = handler.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else params.get("token")
+        self._record(Call(method, params, arrived, url.path))
+        if token != self.token:
+            body: dict[str, Any] = {"ok": False, "error": "invalid_auth"}
+        else:
+            body = self._answer(method, params)
+        self._send(handler, 200, json.dumps(body).encode(), "application/json; charset=utf-8")
+
+    def _record(self, call: Call) -> None:
+        with self._lock:
+            self._calls.append(call)
+            self._lock.notify_all()
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str) -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Type", ctype)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def _answer(self, method: str, p: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            pending = self._failures.get(method)
+            if pending:
+                return {"ok": False, "error": pending.pop(0)}
+            channel = str(p.get("channel", ""))
+            if method == "auth.test":
+                return {"ok": True, "url": "https://standin.slack.com/", "team": "Stand-in",
+                        "user": "citebot", "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID,
+                        "is_enterprise_install": False}
+            if method == "chat.postMessage":
+                ts = self._next_ts()
+                message = {"type": "message", "user": BOT_USER_ID, "bot_id": BOT_ID, "ts": ts,
+                           "text": p.get("text", ""), "blocks": p.get("blocks") or [], "team": TEAM_ID}
+                if p.get("thread_ts"):
+                    message["thread_ts"] = p["thread_ts"]
+                if p.get("metadata"):
+                    message["metadata"] = p["metadata"]
+                self._messages.setdefault(channel, []).append(message)
+                return {"ok": True, "channel": channel, "ts": ts, "message": message}
+            if method == "chat.update":
+                for message in self._messages.get(channel, []):
+                    if message["ts"] == p.get("ts"):
+                        message.update(text=p.get("text", ""), blocks=p.get("blocks") or [])
+                        if p.get("metadata"):
+                            message["metadata"] = p["metadata"]
+                        return {"ok": True, "channel": channel, "ts": message["ts"], "text": message["text"]}
+                return {"ok": False, "error": "message_not_found"}
+            if method == "chat.delete":
+                kept = [m for m in self._messages.get(channel, []) if m["ts"] != p.get("ts")]
+                self._messages[channel] = kept
+                return {"ok": True, "channel": channel, "ts": p.get("ts")}
+            if method == "chat.postEphemeral":
+                return {"ok": True, "message_ts": self._next_ts()}
+            if method in ("reactions.add", "reactions.remove", "assistant.threads.setStatus"):
+                return {"ok": True}
+            if method == "conversations.replies":
+                root = p.get("ts")
+                thread = [dict(m) for m in self._messages.get(channel, [])
+                          if m["ts"] == root or m.get("thread_ts") == root]
+                if not thread:
+                    return {"ok": False, "error": "thread_not_found"}
+                if str(p.get("include_all_metadata", "")).lower() not in ("1", "true"):
+                    for m in thread:
+                        m.pop("metadata", None)
+                thread.sort(key=lambda m: m["ts"])
+                return {"ok": True, "messages": thread, "has_more": False,
+                        "response_metadata": {"next_cursor": ""}}
+            return {"ok": False, "error": "unknown_method"}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What the bot's HTTP server answered, and how long it took."""
+
+    status: int
+    body: bytes
+    elapsed_s: float
+    sent_at: float = field(default=0.0)  # time.perf_counter() when the request started
+
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+
+class SlackSender:
+    """Delivers Slack's requests to a Bolt HTTP server, signed as Slack signs them."""
+
+    def __init__(self, url: str, signing_secret: str = SIGNING_SECRET) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or 80
+        self.path = parts.path or "/slack/events"
+        self.verifier = SignatureVerifier(signing_secret)
+        self._ids = itertools.count(1)
+
+    def post(self, body: str, content_type: str, *, timestamp: int | None = None,
+             signature: str | None = None, headers: dict[str, str] | None = None) -> Delivery:
+        ts = str(int(time.time()) if timestamp is None else timestamp)
+        sig = signature if signature is not None else self.verifier.generate_signature(timestamp=ts, body=body)
+        all_headers = {"Content-Type": content_type, "X-Slack-Request-Timestamp": ts,
+                       "X-Slack-Signature": sig, **(headers or {})}
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        started = time.perf_counter()
+        try:
+            conn.request("POST", self.path, body=body.encode(), headers=all_headers)
+            response = conn.getresponse()
+            data = response.read()
+        finally:
+            conn.close()
+        return Delivery(response.status, data, time.perf_counter() - started, started)
+
+    def new_event_id(self) -> str:
+        return f"Ev{uuid.uuid4().hex[:10].upper()}{next(self._ids)}"
+
+    def envelope(self, event: dict, event_id: str | None = None) -> str:
+        return json.dumps({
+            "token": "legacy-verification-token", "team_id": TEAM_ID, "api_app_id": APP_ID,
+            "event": event, "type": "event_callback", "event_id": event_id or self.new_event_id(),
+            "event_time": int(time.time()), "event_context": "standin",
+            "authorizations": [{"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True,
+                                "is_enterprise_install": False, "enterprise_id": None}],
+        })
+
+    def event(self, event: dict, *, event_id: str | None = None, retry_num: int | None = None,
+              **kwargs: Any) -> Delivery:
+        headers = {}
+        if retry_num:
+            headers = {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "http_timeout"}
+        return self.post(self.envelope(event, event_id), "application/json", headers=headers, **kwargs)
+
+    def command(self, text: str, *, user: str, channel: str, response_url: str,
+                command: str = "/ask") -> Delivery:
+        form = {"token": "legacy-verification-token", "team_id": TEAM_ID, "team_domain": "standin",
+                "channel_id": channel, "channel_name": "general", "user_id": user, "user_name": user.lower(),
+                "command": command, "text": text, "api_app_id": APP_ID, "response_url": response_url,
+                "trigger_id": f"{next(self._ids)}.{uuid.uuid4().hex[:8]}"}
+        return self.post(urllib.parse.urlencode(form), "application/x-www-form-urlencoded")
+
+    def action(self, action_id: str, value: str, *, user: str, channel: str, response_url: str,
+               message_ts: str | None = None, ephemeral: bool = False) -> Delivery:
+        container: dict[str, Any] = {"type": "message", "message_ts": message_ts or "0",
+                                     "channel_id": channel, "is_ephemeral": ephemeral}
+        payload = {
+            "type": "block_actions", "team": {"id": TEAM_ID, "domain": "standin"},
+            "user": {"id": user, "username": user.lower(), "team_id": TEAM_ID},
+            "api_app_id": APP_ID, "token": "legacy-verification-token", "container": container,
+            "trigger_id": f"{next(self._ids)}.{uuid.uuid4().hex[:8]}", "channel": {"id": channel},
+            "response_url": response_url,
+            "actions": [{"action_id": action_id, "block_id": f"citebot_turn_{value}", "value": value,
+                         "type": "button", "action_ts": str(time.time()),
+                         "text": {"type": "plain_text", "text": action_id}}],
+        }
+        return self.post(urllib.parse.urlencode({"payload": json.dumps(payload)}),
+                         "application/x-www-form-urlencoded")

@@ -1,0 +1,221 @@
+"""Builds citebot's components from the settings, once, for the CLI and the server.
+
+This is the one place that chooses between the real services and the one-machine
+defaults: Elasticsearch or the embedded store, Redis or in-process state, Claude or the
+extractive composer. Everything below it receives what it uses as plain arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import redis
+import structlog
+
+from bot.answer.compose import Composer, ExtractiveComposer
+from bot.answer.turn import Answerer
+from bot.memory.redis import connect as redis_connect
+from bot.memory.redis import redis_errors
+from bot.memory.state import ConversationState, InProcessState, RedisState
+from bot.memory.turnlog import RedisTurnLog, TurnLog
+from bot.settings import Settings
+from bot.slack.bot import BotConfig, SlackBot
+from bot.slack.client import fetch_identity, make_client
+from bot.slack.dedupe import Deduper, InProcessDeduper, RedisDeduper
+from bot.slack.pool import LISTENER_WORKERS, TURN_WORKERS
+from bot.slack.ratelimit import InProcessRateLimiter, RateLimiter, RedisRateLimiter
+from bot.slack.recent import InProcessRecentTurns, RecentTurns, RedisRecentTurns
+from ingest.embedder import Embedder
+from search.embedded import EmbeddedStore
+from search.errors import CitebotError, ConfigError, StoreError
+from search.glossary import Glossary
+from search.retrieve import RetrievalConfig, Retriever
+from search.store import Store
+
+
+def open_store(settings: Settings) -> Store:
+    """Elasticsearch when CITEBOT_ES_URL is set, else the embedded store."""
+    if settings.es_url:
+        from search.elastic import ElasticStore, connect
+
+        return ElasticStore(
+            connect(
+                settings.es_url,
+                api_key=settings.es_api_key.get_secret_value() if settings.es_api_key else None,
+                username=settings.es_username,
+                password=settings.es_password.get_secret_value() if settings.es_password else None,
+                ca_certs=str(settings.es_ca_certs) if settings.es_ca_certs else None,
+                timeout_s=settings.es_timeout_s,
+            ),
+            alias=settings.index,
+        )
+    return EmbeddedStore(settings.store)
+
+
+@dataclass
+class Components:
+    """Lazily built: a command that only lists chunks never loads the model."""
+
+    settings: Settings
+
+    @cached_property
+    def store(self) -> Store:
+        return open_store(self.settings)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        return Embedder(self.settings.model_dir)
+
+    @cached_property
+    def glossary(self) -> Glossary:
+        return Glossary.load(self.settings.glossary) if self.settings.glossary else Glossary.empty()
+
+    @cached_property
+    def reranker(self):
+        if self.settings.reranker is None:
+            return None
+        from search.rerank import CrossEncoderReranker
+
+        return CrossEncoderReranker(self.settings.reranker)
+
+    def retrieval_config(self) -> RetrievalConfig:
+        return RetrievalConfig(top_k=self.settings.top_k, rerank=self.settings.reranker is not None)
+
+    def retriever(self, config: RetrievalConfig | None = None) -> Retriever:
+        store = self.reading_store()
+        return Retriever(store, self.embedder.encode_query, self.glossary,
+                         config or self.retrieval_config(), reranker=self.reranker)
+
+    def reading_store(self) -> Store:
+        """The store, checked: not empty, built by the configured model."""
+        store = self.store
+        stamp = store.stamp()
+        if stamp is None or store.chunk_count() == 0:
+            raise StoreError(
+                "the store is empty: run `citebot ingest PATH` first"
+                + (f" (store: {self.settings.store})" if not self.settings.es_url else "")
+            )
+        store.open_for(self.embedder.stamp)
+        return store
+
+    # -- state: Redis when REDIS_URL is set, else this process -------------------------------
+    @cached_property
+    def redis(self) -> redis.Redis | None:
+        return redis_connect(self.settings.redis_url) if self.settings.redis_url else None
+
+    @property
+    def prefix(self) -> str:
+        return self.settings.redis_prefix
+
+    @cached_property
+    def turnlog(self) -> TurnLog:
+        if self.redis is not None:
+            return RedisTurnLog(self.redis, prefix=self.prefix)
+        if isinstance(self.store, EmbeddedStore):
+            return self.store
+        return EmbeddedStore(self.settings.store)  # turns beside an Elasticsearch collection
+
+    @cached_property
+    def state(self) -> ConversationState:
+        if self.redis is None:
+            return InProcessState()
+        return RedisState(self.redis, prefix=self.prefix + "thread:")
+
+    @cached_property
+    def deduper(self) -> Deduper:
+        return InProcessDeduper() if self.redis is None else RedisDeduper(self.redis, self.prefix)
+
+    @cached_property
+    def limiter(self) -> RateLimiter:
+        per_minute = self.settings.rate_limit_per_minute
+        if self.redis is None:
+            return InProcessRateLimiter(per_minute)
+        return RedisRateLimiter(self.redis, per_minute, self.prefix)
+
+    @cached_property
+    def recent(self) -> RecentTurns:
+        return InProcessRecentTurns() if self.redis is None else RedisRecentTurns(self.redis, self.prefix)
+
+    # -- answering ---------------------------------------------------------------------------
+    def composer(self) -> Composer:
+        extractive = ExtractiveComposer(self.embedder.encode_texts)
+        if self.settings.anthropic_api_key is None:
+            return extractive
+        from bot.answer.claude import ClaudeComposer
+
+        return ClaudeComposer.from_settings(self.settings, fallback=extractive)
+
+    @cached_property
+    def answerer(self) -> Answerer:
+        composer = self.composer()
+        return Answerer(
+            self.retriever(), composer, self.turnlog, self.state,
+            passages=self.settings.passages,
+            condenser=getattr(composer, "condense", None),
+            claim_judge=getattr(composer, "claim_judge", None),
+        )
+
+    def readiness(self) -> dict[str, str]:
+        """What /readyz reports: each check "ok" or what is wrong. Cheap enough for a probe
+        every few seconds; it never loads the model itself (warm-up does)."""
+        checks: dict[str, str] = {}
+        if "answerer" not in self.__dict__:
+            checks["model"] = "loading (the model and store open at start-up)"
+        else:
+            checks["model"] = "ok"
+            try:
+                stamp = self.store.stamp()
+                checks["store"] = ("ok" if stamp == self.embedder.stamp and self.store.chunk_count()
+                                   else "empty or built with another model")
+            except CitebotError as exc:
+                checks["store"] = str(exc)
+        if self.redis is not None:
+            try:
+                with redis_errors("answer a ping"):
+                    self.redis.ping()
+                checks["redis"] = "ok"
+            except CitebotError as exc:
+                checks["redis"] = str(exc)
+        return checks
+
+
+def build_bot(components: Components, *, client=None, socket_mode: bool = False,
+              listener_workers: int = LISTENER_WORKERS, turn_workers: int = TURN_WORKERS) -> SlackBot:
+    """The Slack bot from the components: Redis-backed dedupe, rate limit and recall when
+    configured, in-process otherwise."""
+    settings = components.settings
+    client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
+    identity = fetch_identity(client)
+    secret = settings.slack_signing_secret
+    config = BotConfig(
+        signing_secret=secret.get_secret_value() if secret else None,
+        slash_command=settings.slash_command,
+        rate_limit_per_minute=settings.rate_limit_per_minute,
+        socket_mode=socket_mode, listener_workers=listener_workers, turn_workers=turn_workers,
+    )
+    bot = SlackBot(
+        config, client, identity,
+        answerer=lambda: components.answerer, state=components.state,
+        turnlog=components.turnlog, deduper=components.deduper, limiter=components.limiter,
+        recent=components.recent,
+    )
+    structlog.get_logger("citebot.slack").info(
+        "slack_bot_ready", bot_user_id=identity.bot_user_id, team_id=identity.team_id,
+        shared_state=components.redis is not None, command=settings.slash_command)
+    return bot
+
+
+def serve(components: Components, *, port: int = 3000, socket: bool = False,
+          host: str = "0.0.0.0") -> None:
+    """`citebot serve`: HTTP mode on `port`, or Socket Mode; SIGTERM drains work in progress."""
+    from bot.slack.serve import run
+
+    settings = components.settings
+    if socket and settings.slack_app_token is None:
+        raise ConfigError(
+            "Socket Mode needs SLACK_APP_TOKEN: create an app-level token with the "
+            "connections:write scope (xapp-…) on the app's Basic Information page")
+    bot = build_bot(components, socket_mode=socket)
+    run(bot, port=port, host=host, socket=socket, app_token=settings.slack_app_token,
+        probe_port=settings.metrics_port, readiness=components.readiness)

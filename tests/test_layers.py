@@ -1,0 +1,42 @@
+"""The house rules that hold the layout together, as tests."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+LINT_IMPORTS = "from importlinter.cli import lint_imports_command; lint_imports_command()"
+
+
+def test_imports_flow_one_way():
+    """The import-linter contracts of pyproject.toml: bot -> ingest -> search, bot's
+    sub-packages in layers, and no production module importing bot.testing."""
+    result = subprocess.run([sys.executable, "-c", LINT_IMPORTS], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"Contracts: (\d+) kept, 0 broken", result.stdout)
+    assert int(re.search(r"Contracts: (\d+) kept", result.stdout).group(1)) >= 3
+
+
+def test_nothing_a_user_reads_points_outside_the_repository():
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                             check=True).stdout.split()
+    offenders = []
+    for name in tracked:
+        if (not name.endswith((".md", ".py", ".toml", ".yml", ".yaml", ".txt")) or name.startswith("tests/")
+                or not (REPO / name).is_file()):
+            continue
+        text = (REPO / name).read_text(encoding="utf-8", errors="replace")
+        if re.search(r"\.\./shared|shared/DESIGN\.md|shared/STYLE\.md", text):
+            offenders.append(name)
+    assert offenders == []
+
+
+def test_no_file_of_bot_has_grown_several_jobs():
+    """~400 lines at most per module (the house issue's measure)."""
+    sizes = {p.relative_to(REPO).as_posix(): len(p.read_text(encoding="utf-8").splitlines())
+             for p in (REPO / "bot").rglob("*.py")}
+    assert {name: n for name, n in sizes.items() if n > 420} == {}

@@ -1,0 +1,57 @@
+"""Buttons: feedback into the turn log, and a share that Slack refuses."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.slack.render import (
+    ACTION_FEEDBACK_DOWN,
+    ACTION_FEEDBACK_UP,
+    ACTION_SHARE,
+)
+from tests.slack_harness import (
+    CHANNEL,
+    QUESTION,
+    USER,
+    buttons,
+    mention,
+    one_answer,
+)
+
+
+# -- feedback and the turn log -------------------------------------------------------------
+@pytest.mark.slow
+def test_a_feedback_click_lands_in_the_turn_log(standin, start_bot, small_store):
+    h = start_bot(small_store)
+    event = mention(standin, QUESTION)
+    h.sender.event(event)
+    h.drain()
+    message, turn_id = one_answer(standin, event)
+    actions = buttons(message["blocks"])
+    for action_id, who in ((ACTION_FEEDBACK_UP, "UBOB"), (ACTION_FEEDBACK_DOWN, "UCAROL")):
+        click = h.sender.action(action_id, actions[action_id], user=who, channel=CHANNEL,
+                                response_url=standin.response_url(), message_ts=message["ts"])
+        assert click.status == 200
+    h.drain()
+    feedback = h.components.turnlog.get_turn(turn_id)["feedback"]
+    assert [(f["user"], f["value"]) for f in feedback] == [("UBOB", "helpful"), ("UCAROL", "not_helpful")]
+    thanks = standin.calls("response_url")
+    assert len(thanks) == 2 and all(t.params["response_type"] == "ephemeral" for t in thanks)
+    assert all(turn_id in t.params["text"] for t in thanks)
+
+
+def test_a_share_that_slack_refuses_is_said_not_lost(standin, start_bot, small_store):
+    h = start_bot(small_store)
+    h.sender.command(QUESTION, user=USER, channel=CHANNEL, response_url=standin.response_url("ask"))
+    h.drain()
+    turn_id = buttons(standin.calls("response_url")[-1].params["blocks"])[ACTION_SHARE]
+    standin.fail("response_url", "expired_url", times=5)
+    share = h.sender.action(ACTION_SHARE, turn_id, user=USER, channel=CHANNEL,
+                            response_url=standin.response_url("share"), ephemeral=True)
+    assert share.status == 200
+    h.drain()
+    # the share was refused, so the private answer stays and the person is told, privately
+    assert not [c for c in standin.calls("response_url") if c.params.get("delete_original")]
+    (note,) = standin.calls("chat.postEphemeral")
+    assert note.params["user"] == USER and note.params["channel"] == CHANNEL
+    assert "was not shared" in note.params["text"] and turn_id in note.params["text"]
