@@ -71,7 +71,11 @@ FURNITURE_NAMES = frozenset({
 })
 # Names that are furniture only at page level (see PAGE_LEVEL_TAGS): AsciiDoc's
 # id="footer" and Sphinx's "footer" close the page, but an article may have its own.
-PAGE_LEVEL_NAMES = frozenset({"footer", "sidebar", "pageheader", "site-header", "site-footer",
+# Not "sidebar": DocBook and Publican render a <sidebar> (tips, cautions, "going further"
+# boxes) as <div class="sidebar"> in the page's flow, outside any article element, and
+# it is the book's text; a site's navigation sidebar repeats on every page, which the
+# repetition rule catches, or carries role="complementary".
+PAGE_LEVEL_NAMES = frozenset({"footer", "pageheader", "site-header", "site-footer",
                               "page-footer", "masthead"})
 
 # Link texts that are navigation, after arrows and brackets are stripped.

@@ -45,6 +45,7 @@ from ingest.document import LoadedDocument, Section
 from ingest.embedder import Embedder
 from ingest.furniture import repeated_blocks
 from ingest.loaders import FORMATS, load
+from search import calibration
 from search.errors import IngestError
 from search.store import Store
 from search.types import DocumentRecord
@@ -395,8 +396,18 @@ def ingest(
         bar.set_postfix(chunks=summary.chunks)
     summary.deleted = _delete_gone(store, paths, reads, summary.skipped, known)
     store.commit_ingest()
+    recalibrate(store, embedder, changed=bool(summary.documents or summary.deleted))
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def recalibrate(store: Store, embedder: Embedder, *, changed: bool) -> None:
+    """The refusal gate's calibration, stored with the collection (search.calibration):
+    measured again whenever the collection changed, or when it has none yet."""
+    if store.chunk_count() == 0:
+        return
+    if changed or calibration.stored(store) is None:
+        calibration.calibrate(store, embedder.encode_texts)
 
 
 def _delete_gone(store: Store, paths: list[Path], reads: list[_Read], skipped: list[Skipped],

@@ -672,6 +672,28 @@ class ElasticStore:
             if not after or len(agg.get("buckets", [])) < VOCAB_PAGE:
                 return vocab
 
+    # -- collection statistics: in the current index's _meta, beside the model stamp -------
+    def read_stat(self, key: str) -> dict | None:
+        index = self._current_index()
+        if index is None:
+            return None
+        with self._calls(f"reading the statistics of {index}"):
+            mapping = self.es.indices.get_mapping(index=index).body
+        meta = mapping[index]["mappings"].get("_meta", {}).get("citebot", {})
+        return (meta.get("stats") or {}).get(key)
+
+    def write_stat(self, key: str, value: dict) -> None:
+        index = self._current_index()
+        if index is None:
+            raise StoreError(f"the alias {self.alias} holds no collection yet: ingest first")
+        with self._calls(f"writing the statistics of {index}"):
+            mapping = self.es.indices.get_mapping(index=index).body
+            meta = mapping[index]["mappings"].get("_meta", {})
+            citebot = dict(meta.get("citebot", {}))
+            citebot["stats"] = {**(citebot.get("stats") or {}), key: value}
+            # _meta is replaced whole on update, so the stamp and state are written back too
+            self.es.indices.put_mapping(index=index, meta={**meta, "citebot": citebot})
+
     def close(self) -> None:
         """Abandon an uncommitted ingest (its index is deleted) and release connections."""
         try:

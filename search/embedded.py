@@ -384,5 +384,14 @@ class EmbeddedStore:
         with self._lock:
             self._db.execute("INSERT INTO feedback VALUES (?, ?, ?, ?)", (turn_id, at, user, value))
 
+    # -- collection statistics ------------------------------------------------------------
+    def read_stat(self, key: str) -> dict | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", ("stat:" + key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def write_stat(self, key: str, value: dict) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("stat:" + key, json.dumps(value)))
+
     def close(self) -> None:
         self._db.close()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from search import calibration
 from search.glossary import Expansion, Glossary
 from search.store import Store
 from search.text import STOPWORDS, content_words, name_like, words
@@ -70,6 +71,8 @@ FLOOD_MIN_CHUNKS = 4
 FLOOD_COLLECTION_SHARE = 0.15
 # How many matching chunks the flood check reads at most.
 FLOOD_SCAN_LIMIT = 2000
+# The refusal gate's best_coverage looks at this many top passages.
+BEST_COVERAGE_HITS = 5
 # A passage of a document that calls itself deprecated or superseded keeps this share of
 # its fused score: found when asked for, but below the current version. With it, dev
 # question a-15 ("Which version of Klaxon…?") ranks the current runbook first.
@@ -109,6 +112,13 @@ class Support:
     coverage: float  # share of the question's content words found in the top passages
     addressed: bool  # a rare term or phrase named a passage
     missing: list[str] = field(default_factory=list)  # content words absent from the corpus
+    # The best single passage among the top BEST_COVERAGE_HITS: the share of the question's
+    # word weight (IDF; a word absent from the collection weighs most) that it holds.
+    best_coverage: float = 0.0
+    # dense_top against this collection's null distribution (search.calibration), in
+    # spreads above its mean; None when the collection is too small to have one.
+    dense_z: float | None = None
+    null_mean: float | None = None
 
 
 @dataclass
@@ -163,6 +173,17 @@ class Retriever:
         self.config = config or RetrievalConfig()
         self._vocab: set[str] | None = None
         self._flood_cache: dict[str, bool] = {}
+        self._null: calibration.NullDistribution | None | bool = False  # False: not read yet
+
+    def null_distribution(self) -> calibration.NullDistribution | None:
+        """The collection's calibration: stored at ingest, else measured now and kept."""
+        if self._null is False:
+            null = calibration.stored(self.store)
+            if null is None:
+                null = calibration.measure(
+                    self.store, lambda qs: np.stack([self.encode_query(q) for q in qs]))
+            self._null = null
+        return self._null or None
 
     # -- query analysis -------------------------------------------------------------------
     def _vocabulary(self) -> set[str]:
@@ -253,6 +274,7 @@ class Retriever:
 
         terms = content_words(question)
         dfs = self.store.doc_freqs(terms) if terms else {}
+        n_chunks = max(1, self.store.chunk_count())
         corrections = self.correct_typos(terms, dfs) if cfg.typo_fix else {}
         expansions = self.glossary.expansions(question) if cfg.aliases else []
         flooded = [e.expands_to for e in expansions if self._floods(e)]
@@ -300,7 +322,6 @@ class Retriever:
                 fixed = [c for c in corrections.values() if c not in dfs]
                 all_dfs = {**dfs, **(self.store.doc_freqs(fixed) if fixed else {})}
                 names = name_like(question)
-                n = max(1, self.store.chunk_count())
                 for term, df in all_dfs.items():
                     is_name = term in names
                     if (1 <= df <= RARE_MAX_DF and len(term) >= RARE_MIN_LETTERS
@@ -308,7 +329,7 @@ class Retriever:
                         ids = self.store.phrase_matches((term,), RARE_MAX_DF)
                         addresses.append(f"rare:{term}")
                         for cid in ids:
-                            addressed[cid] = addressed.get(cid, 0.0) + math.log(n / df)
+                            addressed[cid] = addressed.get(cid, 0.0) + math.log(n_chunks / df)
 
         t = time.perf_counter()
         fused: dict[str, float] = {}
@@ -353,7 +374,7 @@ class Retriever:
             ))
         if cfg.widen:
             hits = self._widen(hits, terms, top_k)
-        support = self._support(terms, dfs, corrections, expansions, hits, dense, addressed)
+        support = self._support(terms, dfs, corrections, expansions, hits, dense, addressed, n_chunks)
         timings["total"] = (time.perf_counter() - t0) * 1000
         return Retrieval(
             question=question, hits=hits, support=support, expansions=expansions,
@@ -403,8 +424,16 @@ class Retriever:
                 present.add(extra.chunk_id)
         return out[:top_k]
 
-    def _support(self, terms, dfs, corrections, expansions, hits, dense, addressed) -> Support:
+    def _support(self, terms, dfs, corrections, expansions, hits, dense, addressed,
+                 n_chunks: int) -> Support:
         dense_top = max((s for _, s in dense), default=0.0)
+        idf = {t: math.log((n_chunks + 1) / (dfs.get(t, 0) + 0.5)) for t in terms}
+        weight = sum(idf.values()) or 1.0
+        best_coverage = 0.0
+        for h in hits[:BEST_COVERAGE_HITS]:
+            held = set(words(h.chunk.text))
+            best_coverage = max(best_coverage, sum(w for t, w in idf.items() if t in held) / weight)
+        null = self.null_distribution() if dense else None
         top_text = " ".join(h.chunk.text for h in hits[:3])
         present = set(words(top_text))
         alias_words = {w for e in expansions for w in words(e.expands_to)}
@@ -414,4 +443,7 @@ class Retriever:
                 covered += 1
         coverage = covered / len(terms) if terms else 0.0
         missing = [t for t in terms if dfs.get(t, 0) == 0 and t not in corrections]
-        return Support(round(dense_top, 4), round(coverage, 4), bool(addressed), missing)
+        return Support(round(dense_top, 4), round(coverage, 4), bool(addressed), missing,
+                       best_coverage=round(best_coverage, 4),
+                       dense_z=round(null.z(dense_top), 3) if null else None,
+                       null_mean=null.mean if null else None)

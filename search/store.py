@@ -63,5 +63,12 @@ class Store(Protocol):
     def chunk_count(self) -> int:
         """How many chunks the store holds."""
 
+    def read_stat(self, key: str) -> dict | None:
+        """A collection statistic stored with the index (search.calibration), or None."""
+
+    def write_stat(self, key: str, value: dict) -> None:
+        """Store a collection statistic with the index; it lasts until the next ingest
+        that changes the collection."""
+
     def close(self) -> None:
         """Release connections."""

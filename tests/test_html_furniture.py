@@ -171,3 +171,14 @@ def test_repetition_is_judged_again_when_the_folder_grows(tmp_path, embedder):
     alone = ingest([site / "p3.html"], store, embedder, progress=False)
     assert (alone.documents, alone.unchanged) == (0, 1)
     assert not any("Maintained by" in c.text for c in store.iter_chunks())
+
+
+def test_a_docbook_sidebar_box_is_the_books_text():
+    """DocBook and Publican render <sidebar> (tips, cautions, "going further" boxes) as
+    div.sidebar in the page's flow, outside any article element: content, not furniture."""
+    html = page(
+        "<div class='navheader'><a href='prev.html'>Prev</a> <a href='next.html'>Next</a></div>"
+        "<div class='section'><h2 class='title'>Stations</h2><p>" + BODY + "</p></div>"
+        "<div class='sidebar'><div class='titlepage'><p class='title'><b>TIP</b> Cooling first</p></div>"
+        "<p>" + MORE + "</p></div>")
+    assert MORE in paragraphs(html)

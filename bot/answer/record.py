@@ -46,6 +46,7 @@ class TurnRecord:
     raw_answer: str = ""
     refused: bool = False
     refusal_reason: str | None = None
+    refusal_stage: str | None = None  # "gate" (before composing) or "model" (it declined)
     unsupported: bool = False
     composer: str | None = None
     model: str | None = None

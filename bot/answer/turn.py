@@ -137,6 +137,7 @@ class Answerer:
         if reason:
             record.refused = True
             record.refusal_reason = reason
+            record.refusal_stage = "gate"
             record.answer = record.raw_answer = refusal_text(reason, retrieval)
             record.composer = "gate"
             self._remember(record, thread_key)
@@ -167,6 +168,7 @@ class Answerer:
         if comp.refused:
             record.refused = True
             record.refusal_reason = comp.refusal_reason or "the composer declined"
+            record.refusal_stage = "model" if comp.model else comp.composer
             record.answer = refusal_text(record.refusal_reason, retrieval)
             self._remember(record, thread_key)
             return
@@ -260,7 +262,8 @@ def log_turn(turnlog: TurnLog, record: TurnRecord) -> None:
     log.info(
         "turn", question_words=len(words(record.question)), surface=record.surface,
         user=record.user, channel=record.channel, refused=record.refused,
-        refusal_reason=record.refusal_reason, composer=record.composer, model=record.model,
+        refusal_reason=record.refusal_reason, refusal_stage=record.refusal_stage,
+        composer=record.composer, model=record.model,
         citations=len(record.citations),
         failed_checks=sum(1 for q in record.quotes if not q["verified"])
         + sum(1 for c in record.citations if not (c["resolved"] and c["retrieved"])),
