@@ -146,12 +146,8 @@ def embedded_store(embedder: Embedder) -> EmbeddedStore:
         return EmbeddedStore(target)
     pages, _ = select_pages(embedder)
     store = EmbeddedStore(target)
-    cwd = os.getcwd()
-    os.chdir(CACHE)  # sources are named relative to the cache folder
-    try:
-        summary = ingest(pages, store, embedder, progress=sys.stderr.isatty())
-    finally:
-        os.chdir(cwd)
+    # Sources are named relative to the cache folder.
+    summary = ingest(pages, store, embedder, progress=sys.stderr.isatty(), within=CACHE)
     done.write_text(json.dumps(summary.as_json() | {"built_at": time.time()}))
     return store
 

@@ -118,14 +118,22 @@ def _hidden(name: str) -> bool:
     return name.startswith(".")
 
 
-def discover(paths: Iterable[Path]) -> tuple[list[Found], list[Skipped]]:
-    """The files to ingest, hidden files and folders left out, and the links refused."""
+def discover(paths: Iterable[Path], within: Path | None = None) -> tuple[list[Found], list[Skipped]]:
+    """The files to ingest, hidden files and folders left out, and the links refused.
+
+    `within`: files named one by one are a selection of this folder's files, named relative
+    to it (a benchmark's chosen pages); nothing of the folder is deleted for being left out.
+    """
     found: list[Found] = []
     skipped: list[Skipped] = []
+    base = within.resolve() if within is not None else None
     for given in paths:
         if not given.is_dir():
             origin = given.absolute().parent.resolve()
-            found.append(Found(given, given.name, origin, None))
+            if base is not None and _inside(origin, base):
+                found.append(Found(given, (origin / given.name).relative_to(base).as_posix(), base, base))
+            else:
+                found.append(Found(given, given.name, origin, None))
             continue
         folder = given.resolve()
         inside: list[tuple[Path, str, os.stat_result]] = []
@@ -308,11 +316,13 @@ def _furniture(reads: list[_Read], walked: set[Path]) -> dict[str, set[str]]:
     return out
 
 
-def prepare(paths: Iterable[Path], stored: dict[str, str] | None = None) -> tuple[list[_Read], list[Skipped], dict[str, set[str]]]:
+def prepare(
+    paths: Iterable[Path], stored: dict[str, str] | None = None, within: Path | None = None
+) -> tuple[list[_Read], list[Skipped], dict[str, set[str]]]:
     """Discover, name, read and judge furniture: everything before chunking, no store writes."""
     paths = [Path(p) for p in paths]
     known = {s: parse_fingerprint(v) for s, v in (stored or {}).items()}
-    found, skipped = discover(paths)
+    found, skipped = discover(paths, within)
     found, refused = _claims(_name(found, stored or {}), known)
     skipped += refused
     reads: list[_Read] = []
@@ -323,7 +333,8 @@ def prepare(paths: Iterable[Path], stored: dict[str, str] | None = None) -> tupl
             skipped.append(Skipped(f.source, str(exc).removeprefix(f"{f.source}: ")))
         except OSError as exc:
             skipped.append(Skipped(f.source, f"unreadable ({exc.strerror or exc})"))
-    walked = {p.resolve() for p in paths if p.is_dir()}
+    # A selection `within` a folder is judged among itself, not with the folder's other pages.
+    walked = {p.resolve() for p in paths if p.is_dir()} | ({within.resolve()} if within else set())
     return reads, skipped, _furniture(reads, walked)
 
 
@@ -343,8 +354,9 @@ def ingest(
     *,
     chunking: ChunkingConfig | None = None,
     progress: bool | None = None,
+    within: Path | None = None,
 ) -> IngestSummary:
-    """Ingest files and folders into the store; see the module docstring."""
+    """Ingest files and folders into the store; see the module docstring (and `discover` for `within`)."""
     from tqdm import tqdm
 
     started = time.perf_counter()
@@ -353,7 +365,7 @@ def ingest(
     stored = store.document_hashes()
     known = {s: parse_fingerprint(v) for s, v in stored.items()}
     paths = [Path(p) for p in paths]
-    reads, skipped, furniture = prepare(paths, stored)
+    reads, skipped, furniture = prepare(paths, stored, within)
     summary.skipped = skipped
     show = sys.stderr.isatty() if progress is None else progress
     bar = tqdm(reads, unit="file", disable=not show, file=sys.stderr, desc="ingest")

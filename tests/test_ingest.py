@@ -180,6 +180,20 @@ def test_sources_are_relative_to_the_ingested_folder_and_a_file_keeps_its_folder
     assert not any(s.startswith("/") for s in store.document_hashes())
 
 
+def test_a_selection_of_a_folders_files_is_named_within_it(tmp_path, embedder):
+    docs = tmp_path / "docs"
+    write_docs(docs / "a", 1)
+    write_docs(docs / "b", 2)  # b/doc0.md and a/doc0.md share a file name
+    store = EmbeddedStore(tmp_path / "s")
+    summary = ingest([docs / "a" / "doc0.md", docs / "b" / "doc0.md"], store, embedder, progress=False,
+                     within=docs)
+    assert summary.skipped == [] and set(store.document_hashes()) == {"a/doc0.md", "b/doc0.md"}
+    # Without it the two are one name: the second is refused, with what to do.
+    other = EmbeddedStore(tmp_path / "s2")
+    summary = ingest([docs / "a" / "doc0.md", docs / "b" / "doc0.md"], other, embedder, progress=False)
+    assert [s.source for s in summary.skipped] == ["doc0.md"] and "same name" in summary.skipped[0].reason
+
+
 def test_two_folders_with_the_same_names_never_overwrite_each_other(tmp_path, embedder):
     first, second = tmp_path / "first", tmp_path / "second"
     write_docs(first, 1)
