@@ -148,9 +148,14 @@ class Components:
 
     @cached_property
     def answerer(self) -> Answerer:
+        return self.make_answerer(self.retriever(), self.turnlog, self.state)
+
+    def make_answerer(self, retriever: Retriever, turnlog: TurnLog,
+                      state: ConversationState | None = None) -> Answerer:
+        """An Answerer on this retriever and turn log (eval gives its own of both)."""
         composer = self.composer()
         return Answerer(
-            self.retriever(), composer, self.turnlog, self.state,
+            retriever, composer, turnlog, state or InProcessState(),
             passages=self.settings.passages,
             condenser=getattr(composer, "condense", None),
             claim_judge=getattr(composer, "claim_judge", None),
