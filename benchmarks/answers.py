@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -43,7 +42,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bot.evaluate import paired_bootstrap  # noqa: E402 - the repository's own bootstrap
+from bot.evaluate import paired_bootstrap
 
 CACHE = Path.home() / ".cache" / "citebot"
 COLLECTIONS = REPO / "benchmarks" / "collections"

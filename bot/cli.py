@@ -12,13 +12,20 @@ import sys
 import uuid
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import click
 
-from bot.logs import configure
-from bot.settings import Settings, load_settings
-from bot.wiring import Components
 from search.errors import CitebotError
-from search.retrieve import MODES
+
+if TYPE_CHECKING:
+    from bot.settings import Settings
+    from bot.wiring import Components
+
+# The retrieval modes (search.retrieve.MODES; tests/test_extractive.py checks they agree).
+# Spelled here so `citebot --help` imports neither numpy nor the retriever: a command
+# imports only what it uses (see bot/wiring.py).
+MODES = ("dense", "lexical", "hybrid")
 
 
 def _emit(obj: object) -> None:
@@ -27,7 +34,9 @@ def _emit(obj: object) -> None:
 
 class _Context:
     def __init__(self, settings: Settings) -> None:
-        self.components = Components(settings)
+        from bot.wiring import Components
+
+        self.components: Components = Components(settings)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,6 +45,9 @@ class _Context:
 @click.pass_context
 def cli(ctx: click.Context, store: Path | None) -> None:
     """citebot: answers from your documents, every claim cited and checked."""
+    from bot.logs import configure
+    from bot.settings import load_settings
+
     overrides = {"store": store} if store else {}
     settings = load_settings(**overrides)
     configure(settings.log_format)
@@ -200,7 +212,6 @@ def eval_cmd(obj: _Context, file: Path, mode: str, split: str, compare: tuple[st
     from dataclasses import replace
 
     from bot.answer.gate import Gate
-    from bot.evaluate import compare as compare_outcomes
     from bot.evaluate import (
         MemoryTurnLog,
         load_items,
@@ -210,6 +221,7 @@ def eval_cmd(obj: _Context, file: Path, mode: str, split: str, compare: tuple[st
         run_item,
         summarise,
     )
+    from bot.evaluate import compare as compare_outcomes
 
     if answers and compare:
         raise click.UsageError("--answers and --compare do not combine: run --answers per configuration")

@@ -221,8 +221,7 @@ def overlaps(quote: str, label: str) -> bool:
         for j, v in enumerate(lab, start=1):
             if w == v:
                 cur[j] = prev[j - 1] + 1
-                if cur[j] > best:
-                    best = cur[j]
+                best = max(best, cur[j])
         prev = cur
     return best >= need
 

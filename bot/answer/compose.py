@@ -29,6 +29,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Protocol
 
 import numpy as np
@@ -42,6 +43,9 @@ EXTRACTIVE = "extractive"
 LABEL = "extractive answer: the passages' own sentences, no model wrote this"
 
 _HAS_DOUBLE_QUOTE = re.compile(r"[\"“”„]")
+# What a quotation cannot hold: a double quote mark would end it, and a [N] of the
+# document's own would read as our citation.
+_UNQUOTABLE = re.compile(r"[\"“”„]|\[\d+\]")
 # A sentence that asks a question answers none: an FAQ's "How often does a Train
 # depart?" scored above the answer below it for "How often does the Release Train leave?".
 _ASKS = re.compile(r"\?[)\]'’]*$")
@@ -78,21 +82,21 @@ FOLLOW_ON = True
 
 _NUMBER_Q = re.compile(
     r"\b(how (many|much|long|big|large|often|fast|old|soon)|max(imum)?|min(imum)?|limit|size|"
-    r"number of|percent(age)?|what time|how far|timeout|threshold|default)\b", re.I)
-_WHO_Q = re.compile(r"\bwho(m|se)?\b", re.I)
-_WHEN_Q = re.compile(r"\b(when|what (day|date|time)|which day|deadline)\b", re.I)
+    r"number of|percent(age)?|what time|how far|timeout|threshold|default)\b", re.IGNORECASE)
+_WHO_Q = re.compile(r"\bwho(m|se)?\b", re.IGNORECASE)
+_WHEN_Q = re.compile(r"\b(when|what (day|date|time)|which day|deadline)\b", re.IGNORECASE)
 _COMMAND_Q = re.compile(r"\b(command|how (do|can|should|would) (i|we|you)|how to|syntax|flag|"
-                        r"option|cli|run|invoke|type)\b", re.I)
+                        r"option|cli|run|invoke|type)\b", re.IGNORECASE)
 _HAS_NUMBER = re.compile(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|twelve|"
                          r"hundred|thousand|million|billion|once|twice|daily|weekly|monthly|"
-                         r"hourly)\b", re.I)
+                         r"hourly)\b", re.IGNORECASE)
 _HAS_TIME = re.compile(r"\d|\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
                        r"january|february|march|april|may|june|july|august|september|october|"
                        r"november|december|morning|evening|night|week|day|month|year|before|"
-                       r"after|until)\b", re.I)
+                       r"after|until)\b", re.IGNORECASE)
 _CODE = re.compile(r"`|\$ |--?[a-z][\w-]*|\w\(|\b[a-z]+_[a-z_]+\b|^\s*[a-z][\w.-]* [a-z-]+|[=<>|]{1,2}")
 _NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]+(?: [A-Z][a-z]+)+")
-_ANAPHOR = re.compile(r"^(this|that|these|those|it|they|such|then|there|here)\b", re.I)
+_ANAPHOR = re.compile(r"^(this|that|these|those|it|they|such|then|there|here)\b", re.IGNORECASE)
 _LEAD_IN = re.compile(r":\s*$")
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "es", "ed", "ly", "s")
 
@@ -170,12 +174,12 @@ def _quotable(text: str) -> bool:
 
 def quotation(text: str) -> str:
     """A passage's text as the answer quotes it: white space collapsed, and each double
-    quote mark inside it shown as an ellipsis (a quotation cannot hold one; the check reads
-    an ellipsis as a gap, so `issue "show errors"` is quoted as `issue … show errors …`
-    and still verified word for word)."""
+    quote mark or [N] inside it shown as an ellipsis (a quotation cannot hold them; the
+    check reads an ellipsis as a gap, so `issue "show errors"` is quoted as
+    `issue … show errors …` and still verified word for word)."""
     text = " ".join(text.split())
-    if _HAS_DOUBLE_QUOTE.search(text):
-        text = " ".join(_HAS_DOUBLE_QUOTE.sub(" … ", text).split())
+    if _UNQUOTABLE.search(text):
+        text = " ".join(_UNQUOTABLE.sub(" … ", text).split())
         text = re.sub(r"^(?:…\s*)+|(?:\s*…)+$", "", text).strip()
         text = re.sub(r"…(?:\s*…)+", "…", text)
     return text
@@ -221,7 +225,7 @@ class ExtractiveComposer:
         def evidence(terms: set[str]) -> float:
             return sum(w for t, w in weights.items() if t in terms) / total if total else 0.0
 
-        pairs = [(a, b) for a, b in zip(q_terms, q_terms[1:])]
+        pairs = list(pairwise(q_terms))
         cues = self._cues(question)
         headings: dict[int, float] = {}
         for c in flat:
@@ -231,7 +235,7 @@ class ExtractiveComposer:
                 if not c.quotable:
                     continue
                 seq = terms_of(c.text)
-                phrase = sum(1 for a, b in pairs if any(x == a and y == b for x, y in zip(seq, seq[1:])))
+                phrase = sum(1 for a, b in pairs if any(x == a and y == b for x, y in pairwise(seq)))
                 neighbours = [row[j].words_score for j in (c.index - 1, c.index + 1) if 0 <= j < len(row)]
                 number = c.passage.number
                 if number not in headings:
@@ -269,7 +273,7 @@ class ExtractiveComposer:
     def _with_context(chosen: list[_Candidate], rows: list[list[_Candidate]]) -> list[Sentence]:
         """Each chosen sentence as a quotation that reads on its own: a lead-in ending in a
         colon brings the line after it, an opening "This"/"It" the sentence before it.
-        Quotations that would overlap are merged."""
+        Quotations that would overlap are merged; adjacent ones stay apart."""
         by_passage = {row[0].passage.number: row for row in rows if row}
         spans: list[tuple[int, int, int, float]] = []  # passage, first index, last index, score
         for c in chosen:
@@ -287,7 +291,7 @@ class ExtractiveComposer:
                     last += 1
             merged = False
             for k, (n, a, b, s) in enumerate(spans):
-                if n == c.passage.number and first <= b + 1 and last >= a - 1:
+                if n == c.passage.number and first <= b and last >= a:
                     spans[k] = (n, min(a, first), max(b, last), s)
                     merged = True
                     break
