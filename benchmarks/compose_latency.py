@@ -27,12 +27,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bot.answer.compose import SHORTLIST, ExtractiveComposer  # noqa: E402
-from bot.answer.passages import select_passages  # noqa: E402
-from bot.evaluate import load_items  # noqa: E402
-from bot.settings import load_settings  # noqa: E402
-from bot.wiring import Components  # noqa: E402
-from search.text import content_words  # noqa: E402
+from bot.answer.compose import SHORTLIST, ExtractiveComposer
+from bot.answer.passages import select_passages
+from bot.evaluate import load_items
+from bot.settings import load_settings
+from bot.wiring import Components
+from search.text import content_words
 
 EVERY_SENTENCE = 10**6  # a shortlist no passage set reaches
 

@@ -11,7 +11,6 @@ import logging
 import sys
 import uuid
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import click

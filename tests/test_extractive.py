@@ -73,7 +73,7 @@ def test_wrapped_prose_is_one_sentence_for_the_composer_only():
 
 
 def test_a_wrapped_answer_is_quoted_whole_and_verified():
-    comp, report = compose("service not started after reboot, what is the fix?", passage(1, WRAPPED))
+    _, report = compose("service not started after reboot, what is the fix?", passage(1, WRAPPED))
     assert_all_verified(report)
     assert any("nonlocal_bind sysctl to 1" in q.text for q in report.quotes)
 
@@ -85,7 +85,7 @@ def test_inner_double_quotes_are_quoted_as_gaps_and_verified():
             'connect to the CLI and issue "show errors", which will report the faulty request.')
     q = quotation(text)
     assert '"' not in q and "show errors" in q and quote_in(q, text)
-    comp, report = compose("request rejected as malformed, how do i see the error", passage(1, text))
+    _, report = compose("request rejected as malformed, how do i see the error", passage(1, text))
     assert_all_verified(report)
     assert overlaps(report.quotes[0].text, 'connect to the CLI and issue "show errors", which will')
 
@@ -95,7 +95,7 @@ def test_a_short_definition_line_brings_its_explanation():
             "This directive forces the Lua engine to yield after this many instructions, so "
             "that other work can run.\n\n"
             "Unrelated paragraph about something else entirely, long enough to be quoted.")
-    comp, report = compose("what does tune.lua.forced-yield do", passage(1, text))
+    _, report = compose("what does tune.lua.forced-yield do", passage(1, text))
     assert_all_verified(report)
     assert "yield after this many instructions" in report.quotes[0].text
 
@@ -104,7 +104,7 @@ def test_a_lead_in_with_a_colon_brings_the_line_after_it():
     text = ("To rotate the pager key on the bastion host, run the following command:\n"
             "pager-rotate --host bastion --force\n\n"
             "The pager key was introduced in 2021 for the night shift rotation.")
-    comp, report = compose("how do I rotate the pager key on the bastion", passage(1, text))
+    _, report = compose("how do I rotate the pager key on the bastion", passage(1, text))
     assert_all_verified(report)
     assert "pager-rotate --host bastion --force" in report.quotes[0].text
 
@@ -112,13 +112,13 @@ def test_a_lead_in_with_a_colon_brings_the_line_after_it():
 def test_how_many_prefers_the_sentence_with_a_number():
     text = ("Each swap station holds packs in a carousel that rotates to the next slot.\n\n"
             "Each swap station holds eight packs in a carousel.")
-    comp, report = compose("how many packs does a swap station hold in its carousel", passage(1, text))
+    _, report = compose("how many packs does a swap station hold in its carousel", passage(1, text))
     assert report.quotes[0].text == "Each swap station holds eight packs in a carousel."
 
 
 def test_a_question_is_never_quoted_as_its_answer():
     text = "How often does a Train depart?\n\nA new Train departs every second Tuesday at noon."
-    comp, report = compose("How often does the Train depart?", passage(1, text))
+    _, report = compose("How often does the Train depart?", passage(1, text))
     assert report.quotes[0].text == "A new Train departs every second Tuesday at noon."
 
 
@@ -126,7 +126,7 @@ def test_rare_question_terms_outweigh_common_ones():
     text = ("The service restarts the worker when the worker fails the health check.\n\n"
             "The worker is restarted after the backoff window.\n\n"
             "A worker restart resets the E-417 counter.")
-    comp, report = compose("does a worker restart reset the E-417 counter?", passage(1, text))
+    _, report = compose("does a worker restart reset the E-417 counter?", passage(1, text))
     assert "E-417" in report.quotes[0].text
 
 

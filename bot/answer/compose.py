@@ -87,7 +87,7 @@ _WHO_Q = re.compile(r"\bwho(m|se)?\b", re.IGNORECASE)
 _WHEN_Q = re.compile(r"\b(when|what (day|date|time)|which day|deadline)\b", re.IGNORECASE)
 _COMMAND_Q = re.compile(r"\b(command|how (do|can|should|would) (i|we|you)|how to|syntax|flag|"
                         r"option|cli|run|invoke|type)\b", re.IGNORECASE)
-_HAS_NUMBER = re.compile(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|twelve|"
+_HAS_NUMBER = re.compile(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|twelve|every|second|third|"
                          r"hundred|thousand|million|billion|once|twice|daily|weekly|monthly|"
                          r"hourly)\b", re.IGNORECASE)
 _HAS_TIME = re.compile(r"\d|\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
