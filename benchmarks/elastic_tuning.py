@@ -15,7 +15,7 @@ Quantisation (index_options.type): hnsw (float), int8_hnsw, bbq_hnsw (this versi
 default for 384 dimensions: 1-bit vectors, rescored 3x on floats).
 
     eval "$(scripts/services start)"
-    .venv/bin/python benchmarks/elastic_tuning.py [--corpus examples|python|both] [--json]
+    .venv/bin/python benchmarks/elastic_tuning.py [--corpus examples|rust|both] [--json]
 """
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ def lexical_rows(name: str, source: EmbeddedStore, questions: list[str]) -> list
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", choices=("examples", "python", "both"), default="both")
+    parser.add_argument("--corpus", choices=("examples", "rust", "both"), default="both")
     parser.add_argument("--only", choices=("knn", "lexical"))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -237,8 +237,8 @@ def main() -> None:
     if args.corpus in ("examples", "both"):
         rows += run("examples", corpus.examples_store(embedder), corpus.examples_questions(),
                     embedder, args.only)
-    if args.corpus in ("python", "both"):
-        rows += run("python", corpus.embedded_store(embedder), corpus.QUESTIONS, embedder,
+    if args.corpus in ("rust", "both"):
+        rows += run("rust", corpus.embedded_store(embedder), corpus.QUESTIONS, embedder,
                     args.only)
     if args.json:
         print(json.dumps(rows, indent=1))

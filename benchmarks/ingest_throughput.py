@@ -109,12 +109,7 @@ def large_ingest(embedder: Embedder) -> dict[str, float]:
     pages, _ = corpus.select_pages(embedder)
     with tempfile.TemporaryDirectory() as tmp:
         store = EmbeddedStore(Path(tmp) / "store")
-        cwd = os.getcwd()
-        os.chdir(corpus.CACHE)
-        try:
-            summary = ingest(pages, store, embedder, progress=False)
-        finally:
-            os.chdir(cwd)
+        summary = ingest(pages, store, embedder, progress=False, within=corpus.CACHE)
         tokens = sum(c.tokens for c in store.iter_chunks())
         return rates(summary.chunks, tokens, window_count(store), summary.seconds)
 

@@ -3,12 +3,12 @@
 Stages are Retriever.retrieve's timings_ms: analyse (document frequencies, typo fixes,
 alias flood checks), embed (the query vector), dense, lexical, fuse, rerank (when a
 reranker is configured) and total. Corpora: examples/ (the 72 labelled questions) and
-the Python 3.11 manual from Debian's python3.11-doc, 10,000+ chunks (benchmarks/corpus.py
-fetches and embeds it once into ~/.cache/citebot/bench; the first run takes tens of
-minutes). Also prints the share of questions whose top 5 is the same on both backends.
+the Rust books and standard library reference from Debian's rust-doc, 10,000+ chunks
+(benchmarks/corpus.py fetches and embeds it once into ~/.cache/citebot/bench/rust-doc; the
+first run takes tens of minutes). Also prints the share of questions whose top 5 is the same on both backends.
 
     eval "$(scripts/services start)"
-    .venv/bin/python benchmarks/retrieval_latency.py [--corpus examples|python|both]
+    .venv/bin/python benchmarks/retrieval_latency.py [--corpus examples|rust|both]
         [--reranker PATH] [--json]
 
 No reranker weights can be downloaded on this project's machines; with --reranker (a
@@ -33,7 +33,7 @@ from search.retrieve import RetrievalConfig, Retriever
 from search.store import Store
 
 # Passes over the question set after one warm-up pass (caches, JIT, HNSW pages).
-PASSES = {"examples": 2, "python": 5}
+PASSES = {"examples": 2, "rust": 5}
 STAGES = ("analyse", "embed", "dense", "lexical", "fuse", "rerank", "total")
 
 
@@ -91,7 +91,7 @@ def print_table(result: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", choices=("examples", "python", "both"), default="both")
+    parser.add_argument("--corpus", choices=("examples", "rust", "both"), default="both")
     parser.add_argument("--reranker", type=Path, help="local CrossEncoder folder")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -106,8 +106,8 @@ def main() -> None:
         glossary = Glossary.load(corpus.REPO / "examples" / "glossary.csv")
         results.append(run("examples", corpus.examples_store(embedder),
                            corpus.examples_questions(), glossary, embedder, reranker))
-    if args.corpus in ("python", "both"):
-        results.append(run("python", corpus.embedded_store(embedder), corpus.QUESTIONS,
+    if args.corpus in ("rust", "both"):
+        results.append(run("rust", corpus.embedded_store(embedder), corpus.QUESTIONS,
                            Glossary.empty(), embedder, reranker))
     if args.json:
         print(json.dumps(results, indent=1))

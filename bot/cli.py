@@ -93,6 +93,22 @@ def chunks(obj: _Context, as_json: bool) -> None:
                        f"{' > '.join(c.heading_path)}")
 
 
+def _channel_option(f):
+    return click.option("--channel", default=None, metavar="ID",
+                        help="Answer under this Slack channel's scope (CITEBOT_SCOPES), e.g. C0123ENG.")(f)
+
+
+def _channel_scope(c: Components, channel: str | None):
+    """The scope of a channel in CITEBOT_SCOPES; None (the whole collection) without --channel."""
+    if channel is None:
+        return None
+    policy = c.scopes.for_channel(channel)
+    click.echo(f"scope {policy.scope.name}: {policy.scope.describe()}"
+               + (" (citebot does not reply in this channel: reply = \"off\")"
+                  if policy.reply == "off" else ""), err=True)
+    return policy.scope
+
+
 def _mode_option(f):
     return click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True,
                         help="Which arm(s) to use.")(f)
@@ -102,12 +118,15 @@ def _mode_option(f):
 @click.argument("query")
 @_mode_option
 @click.option("-k", "--top-k", type=int, default=None, help="How many hits.")
+@_channel_option
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def search(obj: _Context, query: str, mode: str, top_k: int | None, as_json: bool) -> None:
+def search(obj: _Context, query: str, mode: str, top_k: int | None, channel: str | None,
+           as_json: bool) -> None:
     """Retrieval only: the passages a question would get."""
+    scope = _channel_scope(obj.components, channel)
     retriever = obj.components.retriever()
-    r = retriever.retrieve(query, mode=mode, top_k=top_k)
+    r = retriever.retrieve(query, mode=mode, top_k=top_k, scope=scope)
     if as_json:
         _emit({
             "hits": [{"chunk_id": h.chunk.chunk_id, "source": h.chunk.source,
@@ -148,11 +167,13 @@ def _print_turn(record, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("question")
+@_channel_option
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def ask(obj: _Context, question: str, as_json: bool) -> None:
+def ask(obj: _Context, question: str, channel: str | None, as_json: bool) -> None:
     """One grounded turn: an answer with checked citations, or an earned refusal."""
-    record = obj.components.answerer.ask(question, surface="cli")
+    scope = _channel_scope(obj.components, channel)
+    record = obj.components.answerer.ask(question, surface="cli", channel=channel, scope=scope)
     _print_turn(record, as_json)
     if record.error:
         sys.exit(1)

@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     anthropic_budget_s: float = Field(60.0, gt=0)
     claim_judge: bool = False
     glossary: Path | None = Field(None, description="CSV with term,alias[,definition]")
+    scopes: Path | None = Field(
+        None, description="TOML file of per-channel scopes (bot/slack/scopes.py); unset = all")
     model_dir: Path | None = Field(None, description="embedding model folder; default: bundled")
     reranker: Path | None = Field(None, description="local CrossEncoder folder; unset = no rerank")
     top_k: int = Field(10, gt=0, le=100)
@@ -60,6 +62,8 @@ class Settings(BaseSettings):
         None, validation_alias=AliasChoices("SLACK_APP_TOKEN", "CITEBOT_SLACK_APP_TOKEN"))
     slack_api_url: str | None = Field(None, description="Slack Web API base URL (stand-ins)")
     slash_command: str = "/ask"
+    source_url: str | None = Field(
+        None, description="link template for sources, e.g. https://wiki.example.com/{path}")
     rate_limit_per_minute: int = Field(6, gt=0)
     metrics_port: int = Field(
         9091, ge=0, le=65535,
@@ -73,6 +77,16 @@ class Settings(BaseSettings):
             return None
         if "://" not in v:
             raise ValueError(f"{v!r} is not a URL (expected e.g. http://localhost:9200)")
+        return v
+
+    @field_validator("source_url")
+    @classmethod
+    def _source_url(cls, v: str | None) -> str | None:
+        if v in (None, ""):
+            return None
+        if not v.startswith(("https://", "http://")) or "{path}" not in v:
+            raise ValueError(f"{v!r} is not a link template: write an http(s) address with "
+                             "{path} where the source path goes, e.g. https://wiki.example.com/{path}")
         return v
 
     @field_validator("slash_command")

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from bot.slack.dedupe import Deduper
     from bot.slack.ratelimit import RateLimiter
     from bot.slack.recent import RecentTurns
+    from bot.slack.scopes import Scopes
     from ingest.embedder import Embedder
     from search.glossary import Glossary
     from search.retrieve import RetrievalConfig, Retriever
@@ -84,6 +85,13 @@ class Components:
         from search.rerank import CrossEncoderReranker
 
         return CrossEncoderReranker(self.settings.reranker)
+
+    @cached_property
+    def scopes(self) -> Scopes:
+        """CITEBOT_SCOPES, checked; a bad file stops here with its line and the fix."""
+        from bot.slack.scopes import Scopes, load_scopes
+
+        return load_scopes(self.settings.scopes) if self.settings.scopes else Scopes.everything()
 
     def retrieval_config(self) -> RetrievalConfig:
         from search.retrieve import RetrievalConfig
@@ -231,6 +239,7 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
     listener_workers = LISTENER_WORKERS if listener_workers is None else listener_workers
     turn_workers = TURN_WORKERS if turn_workers is None else turn_workers
     settings = components.settings
+    scopes = components.scopes  # before anything else: a bad scopes file stops the start
     client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
     identity = fetch_identity(client)
     secret = settings.slack_signing_secret
@@ -239,16 +248,18 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
         slash_command=settings.slash_command,
         rate_limit_per_minute=settings.rate_limit_per_minute,
         socket_mode=socket_mode, listener_workers=listener_workers, turn_workers=turn_workers,
+        source_url=settings.source_url,
     )
     bot = SlackBot(
         config, client, identity,
         answerer=lambda: components.answerer, state=components.state,
         turnlog=components.turnlog, deduper=components.deduper, limiter=components.limiter,
-        recent=components.recent,
+        recent=components.recent, scopes=scopes,
     )
     structlog.get_logger("citebot.slack").info(
         "slack_bot_ready", bot_user_id=identity.bot_user_id, team_id=identity.team_id,
-        shared_state=components.redis is not None, command=settings.slash_command)
+        shared_state=components.redis is not None, command=settings.slash_command,
+        scopes=scopes.describe())
     return bot
 
 

@@ -46,6 +46,3 @@ class LoadedDocument:
         """Whether the title or the opening says the document is deprecated or superseded."""
         opening = " ".join(p.text for s in self.sections for p in s.paragraphs)[:STATUS_WINDOW_CHARS]
         return bool(_SUPERSEDED.search(self.title) or _SUPERSEDED.search(opening))
-
-    def paragraph_count(self) -> int:
-        return sum(len(s.paragraphs) for s in self.sections)

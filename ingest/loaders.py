@@ -12,6 +12,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+from ingest import furniture
 from ingest.document import LoadedDocument, Paragraph, Section
 from search.errors import IngestError
 
@@ -119,34 +120,124 @@ def load_markdown(text: str, source: str, *, atx: bool = True, fmt: str = "markd
 
 
 class _HTMLOutline(HTMLParser):
-    BLOCKS = {"p", "li", "pre", "blockquote", "dd", "dt", "tr", "figcaption", "caption",
-              "div", "section", "article", "td", "th", "br", "table", "ul", "ol", "dl", "hr"}
-    SKIP = {"script", "style", "noscript", "template", "head"}
+    """Headings and paragraphs of an HTML page, page furniture left out (ingest/furniture.py)."""
 
-    def __init__(self) -> None:
+    BLOCKS = frozenset({"p", "li", "pre", "blockquote", "dd", "dt", "tr", "figcaption", "caption",
+                        "div", "section", "article", "td", "th", "br", "table", "ul", "ol", "dl",
+                        "hr", "nav", "header", "footer", "aside", "main", "form"})
+    SKIP = frozenset({"script", "style", "noscript", "template", "head"})
+    VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
+                      "param", "source", "track", "wbr"})
+    # An open element of these is closed by the next one of the same kind.
+    SELF_CLOSING = frozenset({"li", "dt", "dd", "tr", "td", "th", "p", "option"})
+    NEVER_FURNITURE = frozenset({"html", "body", "main", "article"})
+
+    def __init__(self, main_only: bool = False) -> None:
         super().__init__(convert_charrefs=True)
         self.outline = _Outline()
-        self.buf: list[str] = []
+        # The paragraph being read, as (text, kind) segments: kind is "text", "link"
+        # (a link to another page), "anchor" (a link within the page) or "nav".
+        self.buf: list[list[str]] = []
         self.heading_level: int | None = None
-        self.heading_buf: list[str] = []
-        self.skip = 0
+        self.heading_buf: list[list[str]] = []
         self.title: list[str] = []
         self.in_title = False
         self.cells: list[str] | None = None
+        self.main_only = main_only  # the page has a main landmark: text outside it is furniture
+        # Open elements: (tag, muted, content, main, opened while silent or muted).
+        self.stack: list[tuple[str, bool, bool, bool, bool]] = []
+        self.muted = 0
+        self.content = 0
+        self.main = 0
+        self.links: list[tuple[list[list[str]], int, dict[str, str | None]]] = []
+        # The outermost open list: [section count and paragraph count at its start, whether
+        # every item only links within the page, items read]; nested lists add [].
+        self.lists: list[list] = []
+        # The stack depth of a level 1-2 heading read inside furniture (see handle_starttag).
+        self.furniture_heading: int | None = None
 
-    def _flush(self) -> None:
-        text = " ".join("".join(self.buf).split())
-        self.buf.clear()
-        if text:
-            self.outline.paragraph(text)
+    # -- element stack -------------------------------------------------------------
+    def _is_furniture(self, tag: str, attrs: dict[str, str | None]) -> bool:
+        if tag in self.NEVER_FURNITURE:
+            return False
+        role = (attrs.get("role") or "").lower()
+        names = furniture.names_of(attrs)
+        page_level = self.content == 0
+        if tag in furniture.FURNITURE_TAGS or role in furniture.FURNITURE_ROLES:
+            return True
+        if names & furniture.FURNITURE_NAMES or {"contents", "topic"} <= names:
+            return True
+        if page_level and (tag in furniture.PAGE_LEVEL_TAGS or names & furniture.PAGE_LEVEL_NAMES):
+            return True
+        return tag == "a" and furniture.MARKER_TITLE.match(attrs.get("title") or "") is not None
 
-    def handle_starttag(self, tag: str, attrs: list) -> None:
+    def _push(self, tag: str, attrs: dict[str, str | None]) -> None:
+        mute = tag in self.SKIP or self._is_furniture(tag, attrs)
+        role = (attrs.get("role") or "").lower()
+        content = tag in furniture.CONTENT_TAGS or role in furniture.CONTENT_ROLES
+        main = tag == "main" or role == "main"
+        self.stack.append((tag, mute, content, main, mute or self._silent))
+        self.muted += mute
+        self.content += content
+        self.main += main
+
+    def _pop_to(self, tag: str) -> bool:
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i][0] == tag:
+                while len(self.stack) > i:
+                    t, mute, content, main, silent = self.stack.pop()
+                    self.muted -= mute
+                    self.content -= content
+                    self.main -= main
+                    if self.furniture_heading == len(self.stack):
+                        self.furniture_heading = None
+                        self._closed(t)
+                    elif not silent:
+                        self._closed(t)
+                return True
+        return False
+
+    @property
+    def _silent(self) -> bool:
+        return bool(self.muted) or (self.main_only and not self.main)
+
+    # -- parser callbacks ----------------------------------------------------------
+    def handle_starttag(self, tag: str, attr_list: list) -> None:
+        attrs = {k.lower(): v for k, v in attr_list}
         if tag == "title":
             self.in_title = True
-        if tag in self.SKIP:
-            self.skip += 1
+        if tag == "body":
+            self._pop_to("head")  # an unclosed <head> ends where the body starts
+        if tag in self.SELF_CLOSING and self.stack:
+            # <li> closes an open <li> of the same list, <p> an open <p>, and so on.
+            for t, *_ in reversed(self.stack):
+                if t == tag:
+                    self._pop_to(tag)
+                    break
+                if t in ("ul", "ol", "dl", "table", "div", "section", "body"):
+                    break
+        was_silent = self._silent
+        if tag in self.VOID:
+            if not was_silent and tag in self.BLOCKS:
+                self._flush()
             return
-        if re.fullmatch(r"h[1-6]", tag):
+        self._push(tag, attrs)
+        if self._silent:
+            if not was_silent and tag in self.BLOCKS:
+                self._flush()  # furniture starts here: what was read before is a paragraph
+            if (tag in ("h1", "h2") and self.muted and self.furniture_heading is None
+                    and (not self.main_only or self.main)):
+                # Still a heading: sqlite.org wraps its page titles (h2) in its furniture
+                # marker, while sidebars title their boxes at level 3 and below (Sphinx).
+                self._flush()
+                self.furniture_heading = len(self.stack) - 1
+                self.heading_level = int(tag[1])
+                self.heading_buf = []
+            return
+        if tag == "a":
+            target = self.heading_buf if self.heading_level is not None else self.buf
+            self.links.append((target, len(target), attrs))
+        elif re.fullmatch(r"h[1-6]", tag):
             self._flush()
             self.heading_level = int(tag[1])
             self.heading_buf = []
@@ -155,48 +246,130 @@ class _HTMLOutline(HTMLParser):
             self.cells = []
         elif tag in ("td", "th") and self.cells is not None:
             self.buf.clear()
+        elif tag in ("ul", "ol"):
+            self._flush()
+            if not self.lists:
+                self.lists.append([len(self.outline.sections), len(self.outline.sections[-1].paragraphs), True, 0])
+            else:
+                self.lists.append([])  # nested: judged with the outermost list
         elif tag in self.BLOCKS:
             self._flush()
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
             self.in_title = False
-        if tag in self.SKIP:
-            self.skip = max(0, self.skip - 1)
+        if tag in self.VOID:
             return
-        if re.fullmatch(r"h[1-6]", tag) and self.heading_level is not None:
-            self.outline.heading(self.heading_level, "".join(self.heading_buf))
+        if re.fullmatch(r"h[1-6]", tag):
+            # Any heading end tag closes the open heading, as browsers do ("<h2>…</h1>").
+            for t, *_ in reversed(self.stack):
+                if re.fullmatch(r"h[1-6]", t):
+                    tag = t
+                    break
+        self._pop_to(tag)
+
+    def _closed(self, tag: str) -> None:
+        """An element opened outside furniture ended (explicitly or implied by its parent's end)."""
+        if tag == "a" and self.links:
+            target, start, attrs = self.links.pop()
+            text = "".join(t for t, _ in target[start:])
+            if furniture.is_marker_link(text, attrs):
+                del target[start:]
+            else:
+                href = attrs.get("href") or ""
+                kind = "nav" if furniture.is_nav_link(text, attrs) else "anchor" if href.startswith("#") else "link"
+                for seg in target[start:]:
+                    seg[1] = kind
+        elif re.fullmatch(r"h[1-6]", tag) and self.heading_level is not None:
+            self.outline.heading(self.heading_level, "".join(t for t, _ in self.heading_buf))
             self.heading_level = None
+            if self.lists:
+                self.lists[0][2] = False  # a list holding headings is not a table of contents
         elif tag in ("td", "th") and self.cells is not None:
-            self.cells.append(" ".join("".join(self.buf).split()))
+            self.cells.append(" ".join("".join(t for t, _ in self.buf).split()))
             self.buf.clear()
         elif tag == "tr" and self.cells is not None:
             row = " | ".join(c for c in self.cells if c)
             self.cells = None
             if row:
                 self.outline.paragraph(row)
+        elif tag in ("ul", "ol") and self.lists:
+            self._flush()
+            outer = self.lists.pop()
+            if not self.lists and outer[2] and outer[3] and outer[0] == len(self.outline.sections):
+                # Every item only links within the page: a table of contents.
+                del self.outline.sections[-1].paragraphs[outer[1]:]
         elif tag in self.BLOCKS:
             self._flush()
 
     def handle_data(self, data: str) -> None:
         if self.in_title:
             self.title.append(data)
-        if self.skip:
+        if self._silent and self.furniture_heading is None:
             return
         if self.heading_level is not None:
-            self.heading_buf.append(data)
+            self.heading_buf.append([data, "text"])
         else:
-            self.buf.append(data)
+            self.buf.append([data, "text"])
 
     def close(self) -> None:
         super().close()
+        self._pop_to("html")
+        while self.stack:
+            self._pop_to(self.stack[-1][0])
         self._flush()
+
+    # -- paragraphs ----------------------------------------------------------------
+    def _flush(self) -> None:
+        segments = [(t, k) for t, k in self.buf]
+        self.buf.clear()
+        text = " ".join("".join(t for t, _ in segments).split())
+        if not text:
+            return
+        if self.lists:
+            outer = self.lists[0]
+            outer[3] += 1
+            other = "".join(t for t, k in segments if k != "anchor")
+            if not re.fullmatch(r"[\s\d.§:;,()]*", other):
+                outer[2] = False
+        if self._furniture_paragraph(segments, text):
+            return
+        self.outline.paragraph(text)
+
+    @staticmethod
+    def _furniture_paragraph(segments: list[tuple[str, str]], text: str) -> bool:
+        """A paragraph that is only a navigation bar, a breadcrumb trail or a build stamp."""
+        if furniture.is_page_stamp(text):
+            return True
+        links = [k for _, k in segments if k != "text"]
+        if not links:
+            return False
+        between = "".join(t for t, k in segments if k == "text")
+        if "nav" in links and furniture.SEPARATORS.match(between):
+            return True
+        # A breadcrumb trail: links joined by » › > → /, perhaps ending in the page's own
+        # name as plain text ("Home › Guide › Page"). Runs of link segments count once.
+        runs = sum(1 for i, (_, k) in enumerate(segments) if k != "text" and (i == 0 or segments[i - 1][1] == "text"))
+        tail = segments[-1][0] if segments[-1][1] == "text" else ""
+        lead = tail[: len(tail) - len(tail.lstrip(" \t\n»›>→/"))]
+        if furniture.BREADCRUMB_SEPARATOR.search(lead) and len(tail.split()) <= 8:
+            between = between[: len(between) - len(tail)] + lead
+        return runs >= 2 and bool(furniture.SEPARATORS.match(between)) and bool(
+            furniture.BREADCRUMB_SEPARATOR.search(between))
+
+
+_MAIN_LANDMARK = re.compile(r"<main[\s>]|\brole\s*=\s*[\"']?main\b", re.IGNORECASE)
 
 
 def load_html(text: str, source: str) -> LoadedDocument:
-    parser = _HTMLOutline()
+    """An HTML page as sections; with a main landmark, only what is inside it."""
+    parser = _HTMLOutline(main_only=bool(_MAIN_LANDMARK.search(text)))
     parser.feed(text)
     parser.close()
+    if parser.main_only and not parser.outline.result():  # an empty main: read the whole page
+        parser = _HTMLOutline()
+        parser.feed(text)
+        parser.close()
     title = " ".join("".join(parser.title).split()) or parser.outline.first_heading()
     return LoadedDocument(source, title or Path(source).stem, "html", parser.outline.result())
 

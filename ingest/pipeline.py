@@ -4,24 +4,60 @@ Idempotent: a file whose content hash is already stored is skipped, a changed on
 replaced whole (in one store transaction), a file that disappeared from an ingested
 folder is deleted. One bad file is reported as skipped with its reason and never
 aborts the run.
+
+Names. A file found in an ingested folder is named by its path relative to that folder
+(`citebot ingest examples/handbook` stores `company/values.md`); a file named on the
+command line by its file name, unless the store already holds it under the name an
+ingested folder gave it. Each stored document remembers the folder its name is
+relative to (its origin, kept with the content hash), so that:
+
+- re-ingesting a folder finds its documents, and deletes those whose files are gone;
+- a file of another folder with the same relative name never replaces a stored one
+  while that one's file still exists: it is skipped with a reason that says what to do
+  (ingest that folder into a store of its own); once the stored file is gone (the
+  folder moved), the new one takes its name;
+- a document stored by an earlier version under a path relative to the working
+  directory is renamed when its folder is ingested again.
+
+Links: a symbolic or hard link that leads out of the ingested folder is skipped with a
+reason, never followed. Library warnings raised while a file is read (pypdf's and
+others') go to the log at debug level with the file's name, not to the terminal.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sys
 import time
+import warnings
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import structlog
+
 from ingest.chunker import ChunkingConfig, chunk_document, doc_id_for
+from ingest.document import LoadedDocument, Section
 from ingest.embedder import Embedder
+from ingest.furniture import repeated_blocks
 from ingest.loaders import FORMATS, load
+from search import calibration
 from search.errors import IngestError
 from search.store import Store
 from search.types import DocumentRecord
+
+log = structlog.get_logger("citebot.ingest")
+
+# Loggers of the libraries the loaders call; their records are the file's, not the user's.
+LIBRARY_LOGGERS = ("pypdf", "PyPDF2", "fontTools", "PIL")
+# Formats judged by the repetition rule (ingest/furniture.py): pages that site generators
+# and wiki exports write. Every such file is loaded on every run, changed or not, which
+# is cheap for these; a PDF is loaded only when it changed (layout extraction is slow).
+REPETITION_FORMATS = ("html", "markdown", "text")
 
 
 @dataclass
@@ -47,26 +83,268 @@ class IngestSummary:
         }
 
 
-def source_name(path: Path) -> str:
-    """How a file is named in the store: relative to the working directory when inside it."""
-    resolved = path.resolve()
+@dataclass(frozen=True)
+class Found:
+    """A file to ingest: where it is, its name in the store, and what that name is relative to."""
+
+    path: Path
+    source: str
+    origin: Path  # the resolved folder `source` is relative to
+    # The resolved folder whose pages judge its repetition (ingest/furniture.py): the one it
+    # was found in, or the one that named it; None for a new file named on its own.
+    folder: Path | None
+
+    @property
+    def location(self) -> Path:
+        return self.origin / self.source
+
+
+def fingerprint(content_hash: str, origin: Path) -> str:
+    """What the store keeps as a document's content hash: the hash and the origin folder."""
+    return f"{content_hash}@{origin.as_posix()}"
+
+
+def parse_fingerprint(stored: str) -> tuple[str, Path]:
+    """(content hash, origin) of a stored value; one without an origin was named from the cwd."""
+    content_hash, at, origin = stored.partition("@")
+    return content_hash, Path(origin) if at else Path.cwd().resolve()
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(".")
+
+
+def discover(paths: Iterable[Path], within: Path | None = None) -> tuple[list[Found], list[Skipped]]:
+    """The files to ingest, hidden files and folders left out, and the links refused.
+
+    `within`: files named one by one are a selection of this folder's files, named relative
+    to it (a benchmark's chosen pages); nothing of the folder is deleted for being left out.
+    """
+    found: list[Found] = []
+    skipped: list[Skipped] = []
+    base = within.resolve() if within is not None else None
+    for given in paths:
+        if not given.is_dir():
+            origin = given.absolute().parent.resolve()
+            if base is not None and _inside(origin, base):
+                found.append(Found(given, (origin / given.name).relative_to(base).as_posix(), base, base))
+            else:
+                found.append(Found(given, given.name, origin, None))
+            continue
+        folder = given.resolve()
+        inside: list[tuple[Path, str, os.stat_result]] = []
+        for dirpath, dirnames, filenames in os.walk(given):
+            here = Path(dirpath)
+            keep = []
+            for d in sorted(dirnames):
+                if _hidden(d):
+                    continue
+                if (here / d).is_symlink():
+                    rel = (here / d).relative_to(given).as_posix()
+                    where = "leaving the ingested folder" if not _inside((here / d).resolve(), folder) else "to a folder"
+                    skipped.append(Skipped(rel, f"symbolic link {where} (not followed)"))
+                    continue
+                keep.append(d)
+            dirnames[:] = keep
+            for name in sorted(filenames):
+                if _hidden(name):
+                    continue
+                path = here / name
+                rel = path.relative_to(given).as_posix()
+                if path.is_symlink():
+                    target = path.resolve()
+                    if not _inside(target, folder):
+                        skipped.append(Skipped(rel, "symbolic link leaving the ingested folder (not followed)"))
+                        continue
+                    if not target.exists():
+                        skipped.append(Skipped(rel, "broken symbolic link"))
+                        continue
+                try:
+                    st = path.lstat()
+                except OSError as exc:
+                    skipped.append(Skipped(rel, f"unreadable ({exc.strerror or exc})"))
+                    continue
+                inside.append((path, rel, st))
+        # A hard link has one inode and several names: a name outside the folder means
+        # the file also belongs elsewhere (the /etc/passwd case), so it is not ours to read.
+        names = defaultdict(int)
+        for path, _rel, st in inside:
+            if not path.is_symlink():
+                names[(st.st_dev, st.st_ino)] += 1
+        for path, rel, st in inside:
+            if not path.is_symlink() and st.st_nlink > names[(st.st_dev, st.st_ino)]:
+                skipped.append(Skipped(rel, "hard link to a file outside the ingested folder (not followed)"))
+                continue
+            found.append(Found(path, rel, folder, folder))
+    return found, skipped
+
+
+@contextmanager
+def library_warnings(source: str) -> Iterator[None]:
+    """Warnings that libraries raise or log while one file is read go to the log (debug)."""
+    records: list[logging.LogRecord] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = _Collect(logging.DEBUG)
+    loggers = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
+    saved = [(lg.propagate, lg.level) for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.propagate = False
+        lg.setLevel(logging.WARNING)
+    caught: list[warnings.WarningMessage] = []
     try:
-        return resolved.relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return resolved.as_posix()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+    finally:  # a file that fails to load has its warnings logged too
+        for lg, (propagate, level) in zip(loggers, saved):
+            lg.removeHandler(handler)
+            lg.propagate, lg.level = propagate, level
+        for record in records:
+            log.debug("library_warning", source=source, library=record.name, message=record.getMessage())
+        for w in caught:
+            log.debug("library_warning", source=source, library=w.category.__name__, message=str(w.message))
 
 
-def discover(paths: Iterable[Path]) -> Iterator[tuple[Path, Path | None]]:
-    """(file, the folder it was found under or None), hidden files and folders left out."""
-    for root in paths:
-        if root.is_dir():
-            for dirpath, dirnames, filenames in os.walk(root):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                for name in sorted(filenames):
-                    if not name.startswith("."):
-                        yield Path(dirpath) / name, root
-        else:
-            yield root, None
+def without(doc: LoadedDocument, blocks: set[str]) -> LoadedDocument:
+    """The document with these paragraphs left out (sections left empty are dropped)."""
+    sections = [Section(s.heading_path, [p for p in s.paragraphs if p.text not in blocks]) for s in doc.sections]
+    return LoadedDocument(doc.source, doc.title, doc.format, [s for s in sections if s.paragraphs])
+
+
+def _name(found: list[Found], stored: dict[str, str]) -> list[Found]:
+    """A file the store already holds keeps its name: named on its own, or found again by
+    ingesting a subfolder of the folder that named it. (A name an older version gave,
+    relative to the working directory, is replaced by the new one.)"""
+    by_location = {}
+    for source, value in stored.items():
+        if "@" in value:
+            _h, origin = parse_fingerprint(value)
+            by_location[origin / source] = (source, origin)
+    named = []
+    for f in found:
+        known = by_location.get(f.location)
+        # A file named on its own is judged for furniture with the pages of its folder.
+        named.append(Found(f.path, known[0], known[1], f.folder or known[1]) if known else f)
+    return named
+
+
+def _claims(found: list[Found], stored: dict[str, tuple[str, Path]]) -> tuple[list[Found], list[Skipped]]:
+    """Files whose name is free (or theirs) in the store and in this run; the others, with reasons."""
+    taken: dict[str, Path] = {}
+    ok: list[Found] = []
+    refused: list[Skipped] = []
+    locations: set[Path] = set()
+    # Files found in folders first: a file also named on its own is ingested once, by its folder's name.
+    for f in sorted(found, key=lambda f: f.folder is None):
+        if f.location in locations:
+            continue
+        if f.source in taken and taken[f.source] != f.location:
+            refused.append(Skipped(f.source, f"another file of this run has the same name ({taken[f.source]}); "
+                                             "ingest their common folder instead"))
+            continue
+        if f.source in stored:
+            _h, origin = stored[f.source]
+            other = origin / f.source
+            if other != f.location and other.exists():
+                refused.append(Skipped(f.source, f"the store already holds this name from another folder "
+                                                 f"({origin}); ingest this folder into a store of its own "
+                                                 "(CITEBOT_STORE or CITEBOT_INDEX)"))
+                continue
+        taken[f.source] = f.location
+        locations.add(f.location)
+        ok.append(f)
+    return ok, refused
+
+
+@dataclass
+class _Read:
+    found: Found
+    content_hash: str
+    doc: LoadedDocument | None  # loaded when it may need writing, or is judged for furniture
+
+
+def _read(f: Found, stored: dict[str, tuple[str, Path]]) -> _Read:
+    """Hash a file and load it when it changed; text formats always, for the repetition rule."""
+    if not f.path.exists():
+        raise IngestError(f"{f.source}: no such file")
+    fmt = FORMATS.get(f.path.suffix.lower())
+    if fmt is None:
+        raise IngestError(f"{f.source}: unsupported format {f.path.suffix or '(no extension)'!r}")
+    content_hash = hashlib.sha256(f.path.read_bytes()).hexdigest()
+    old = stored.get(f.source)
+    if fmt not in REPETITION_FORMATS and old == (content_hash, f.origin):
+        return _Read(f, content_hash, None)
+    with library_warnings(f.source):
+        doc = load(f.path, f.source)
+    return _Read(f, content_hash, doc)
+
+
+def _paragraphs(doc: LoadedDocument) -> list[str]:
+    return [p.text for s in doc.sections for p in s.paragraphs]
+
+
+def _furniture(reads: list[_Read], walked: set[Path]) -> dict[str, set[str]]:
+    """Per source, the paragraphs framing most pages of the same ingested folder."""
+    groups: dict[Path | None, dict[str, list[str]]] = defaultdict(dict)
+    members: dict[Path | None, set[str]] = defaultdict(set)
+    for r in reads:
+        if r.doc is not None and r.doc.format in REPETITION_FORMATS:
+            groups[r.found.folder][r.found.source] = _paragraphs(r.doc)
+            members[r.found.folder].add(r.found.source)
+    for folder, pages in groups.items():
+        if folder is not None and folder not in walked and folder.is_dir():
+            # Files named on their own: their folder's other pages are read (not written).
+            for f in discover([folder])[0]:
+                if f.source not in pages and FORMATS.get(f.path.suffix.lower()) in REPETITION_FORMATS:
+                    try:
+                        with library_warnings(f.source):
+                            pages[f.source] = _paragraphs(load(f.path, f.source))
+                    except (IngestError, OSError):
+                        continue
+    out: dict[str, set[str]] = {}
+    for folder, pages in groups.items():
+        out.update({s: v for s, v in repeated_blocks(pages).items() if s in members[folder]})
+    return out
+
+
+def prepare(
+    paths: Iterable[Path], stored: dict[str, str] | None = None, within: Path | None = None
+) -> tuple[list[_Read], list[Skipped], dict[str, set[str]]]:
+    """Discover, name, read and judge furniture: everything before chunking, no store writes."""
+    paths = [Path(p) for p in paths]
+    known = {s: parse_fingerprint(v) for s, v in (stored or {}).items()}
+    found, skipped = discover(paths, within)
+    found, refused = _claims(_name(found, stored or {}), known)
+    skipped += refused
+    reads: list[_Read] = []
+    for f in found:
+        try:
+            reads.append(_read(f, known))
+        except IngestError as exc:
+            skipped.append(Skipped(f.source, str(exc).removeprefix(f"{f.source}: ")))
+        except OSError as exc:
+            skipped.append(Skipped(f.source, f"unreadable ({exc.strerror or exc})"))
+    # A selection `within` a folder is judged among itself, not with the folder's other pages.
+    walked = {p.resolve() for p in paths if p.is_dir()} | ({within.resolve()} if within else set())
+    return reads, skipped, _furniture(reads, walked)
+
+
+def load_collection(paths: Iterable[Path]) -> tuple[list[LoadedDocument], list[Skipped]]:
+    """The documents as ingest would chunk them (furniture removed), without a store."""
+    reads, skipped, furniture = prepare(paths)
+    docs = [without(r.doc, furniture.get(r.found.source, set())) for r in reads if r.doc is not None]
+    empty = [d for d in docs if not d.sections]
+    skipped += [Skipped(d.source, "only page furniture, no text") for d in empty]
+    return [d for d in docs if d.sections], skipped
 
 
 def ingest(
@@ -76,57 +354,76 @@ def ingest(
     *,
     chunking: ChunkingConfig | None = None,
     progress: bool | None = None,
+    within: Path | None = None,
 ) -> IngestSummary:
-    """Ingest files and folders into the store; see the module docstring."""
+    """Ingest files and folders into the store; see the module docstring (and `discover` for `within`)."""
     from tqdm import tqdm
 
     started = time.perf_counter()
     summary = IngestSummary()
     store.open_for(embedder.stamp)
     stored = store.document_hashes()
+    known = {s: parse_fingerprint(v) for s, v in stored.items()}
     paths = [Path(p) for p in paths]
-    files = list(discover(paths))
-    seen: set[str] = set()
+    reads, skipped, furniture = prepare(paths, stored, within)
+    summary.skipped = skipped
     show = sys.stderr.isatty() if progress is None else progress
-    bar = tqdm(files, unit="file", disable=not show, file=sys.stderr, desc="ingest")
-    for path, _root in bar:
-        source = source_name(path)
-        seen.add(source)
-        try:
-            if not path.exists():
-                raise IngestError(f"{source}: no such file")
-            if path.suffix.lower() not in FORMATS:
-                raise IngestError(f"{source}: unsupported format {path.suffix or '(no extension)'!r}")
-            content_hash = hashlib.sha256(path.read_bytes()).hexdigest()
-            if stored.get(source) == content_hash:
-                summary.unchanged += 1
-                continue
-            doc = load(path, source)
-            doc_id = doc_id_for(source)
-            chunks = chunk_document(doc, doc_id, embedder.count_tokens, chunking)
-            windows = embedder.embed_chunks(chunks)
-            store.replace_document(
-                DocumentRecord(doc_id, source, content_hash, doc.title, doc.format), chunks, windows
-            )
-        except IngestError as exc:
-            summary.skipped.append(Skipped(source, str(exc).removeprefix(f"{source}: ")))
+    bar = tqdm(reads, unit="file", disable=not show, file=sys.stderr, desc="ingest")
+    for r in bar:
+        f = r.found
+        removed = furniture.get(f.source, set())
+        # The repeated paragraphs left out are part of what was ingested: when they
+        # change (pages added to the folder), the page is chunked again.
+        content_hash = r.content_hash if not removed else hashlib.sha256(
+            (r.content_hash + "\x00" + "\x00".join(sorted(removed))).encode()).hexdigest()
+        if stored.get(f.source) == fingerprint(content_hash, f.origin):
+            summary.unchanged += 1
             continue
-        except OSError as exc:
-            summary.skipped.append(Skipped(source, f"unreadable ({exc.strerror or exc})"))
+        assert r.doc is not None  # only a file whose fingerprint is stored goes unread
+        doc = without(r.doc, removed)
+        if not doc.sections:
+            summary.skipped.append(Skipped(f.source, "only page furniture, no text"))
             continue
+        doc_id = doc_id_for(f.source)
+        chunks = chunk_document(doc, doc_id, embedder.count_tokens, chunking)
+        windows = embedder.embed_chunks(chunks)
+        store.replace_document(
+            DocumentRecord(doc_id, f.source, fingerprint(content_hash, f.origin), doc.title, doc.format),
+            chunks, windows,
+        )
         summary.documents += 1
         summary.chunks += len(chunks)
         bar.set_postfix(chunks=summary.chunks)
-    # Files that were ingested from these folders before and are gone now.
-    folders = [source_name(p) for p in paths if p.is_dir()]
-    gone = [
-        s for s in stored
-        if s not in seen and any(s == f or s.startswith(f.rstrip("/") + "/") or f == "." for f in folders)
-        and not Path(s).exists()
-    ]
-    if gone:
-        store.delete_documents(gone)
-        summary.deleted = len(gone)
+    summary.deleted = _delete_gone(store, paths, reads, summary.skipped, known)
     store.commit_ingest()
+    recalibrate(store, embedder, changed=bool(summary.documents or summary.deleted))
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def recalibrate(store: Store, embedder: Embedder, *, changed: bool) -> None:
+    """The refusal gate's calibration, stored with the collection (search.calibration):
+    measured again whenever the collection changed, or when it has none yet."""
+    if store.chunk_count() == 0:
+        return
+    if changed or calibration.stored(store) is None:
+        calibration.calibrate(store, embedder.encode_texts)
+
+
+def _delete_gone(store: Store, paths: list[Path], reads: list[_Read], skipped: list[Skipped],
+                 known: dict[str, tuple[str, Path]]) -> int:
+    """Delete documents of the ingested folders whose files are gone, and old names of files renamed."""
+    folders = [p.resolve() for p in paths if p.is_dir()]
+    now = {r.found.location: r.found.source for r in reads}
+    kept = {s.source for s in skipped}
+    gone = []
+    for source, (_h, origin) in known.items():
+        location = origin / source
+        if location in now and now[location] != source:
+            gone.append(source)  # the same file, stored under an older name
+        elif (source not in kept and source not in now.values()
+              and any(_inside(location, f) for f in folders) and not location.exists()):
+            gone.append(source)
+    if gone:
+        store.delete_documents(gone)
+    return len(gone)

@@ -75,6 +75,7 @@ from search.errors import (
     SearchBackendError,
     StoreError,
 )
+from search.scope import Scope, glob_lucene, limiting
 from search.text import words
 from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window
 
@@ -543,20 +544,23 @@ class ElasticStore:
         by_ord = {h["_source"]["ordinal"]: _chunk(h["_source"]) for h in res["hits"]["hits"]}
         return by_ord.get(chunk.ordinal - 1), by_ord.get(chunk.ordinal + 1)
 
-    def chunk_count(self) -> int:
+    def chunk_count(self, *, scope: Scope | None = None) -> int:
         with self._calls("counting chunks"):
             try:
-                return int(self.es.count(index=self.alias, query={"term": {"kind": "chunk"}})["count"])
+                return int(self.es.count(index=self.alias, query=_chunks(scope))["count"])
             except NotFoundError:
                 return 0
 
-    def dense(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+    def dense(self, vector: np.ndarray, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
         if k <= 0:
             return []
-        knn = {
+        knn: dict[str, Any] = {
             "field": "windows.vector", "query_vector": np.asarray(vector, np.float32).tolist(),
             "k": k, "num_candidates": num_candidates(k),
         }
+        scoped = scope_filter(scope)
+        if scoped is not None:
+            knn["filter"] = scoped  # a pre-filter: the k nearest chunks inside the scope
         try:
             res = self._search("searching vectors", knn=knn, size=k, source=False)
         except SearchBackendError as exc:
@@ -571,7 +575,7 @@ class ElasticStore:
         # Cosine similarity is served as (1 + cos) / 2; the store protocol speaks cosine.
         return [(h["_id"], 2.0 * float(h["_score"]) - 1.0) for h in res["hits"]["hits"]]
 
-    def lexical(self, query: LexicalQuery, k: int) -> list[tuple[str, float]]:
+    def lexical(self, query: LexicalQuery, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
         """Candidates and exact statistics from Elasticsearch in one request, ranked by
         FTS5's bm25 (search/bm25.py) so both backends order passages alike."""
         parts: list[tuple[float, list[tuple[str, ...]], tuple[int, ...] | None]] = []
@@ -596,12 +600,17 @@ class ElasticStore:
                 should.append(_any_of("words", phrases, weight))
             for p in phrases:
                 keys.setdefault((p, columns), f"p{len(keys)}")
+        scoped = scope_filter(scope)
+        found: dict[str, Any] = {"bool": {"should": should}}
+        if scoped is not None:
+            found["bool"].update(filter=[scoped], minimum_should_match=1)
         res = self._search(
-            "searching words", query={"bool": {"should": should}}, size=LEXICAL_CANDIDATES,
+            "searching words", query=found, size=LEXICAL_CANDIDATES,
             source=False, stored_fields=["words", "heading"],
             docvalue_fields=["source", "ordinal"], track_total_hits=False,
             # Over the whole collection, whatever the query matched: N, mean length, and
-            # the chunks holding each phrase.
+            # the chunks holding each phrase. Not scoped: FTS5's bm25() in the embedded
+            # store weighs terms over the whole collection too (see search/scope.py).
             aggs={"all": {"global": {}, "aggs": {"chunks": {
                 "filter": {"term": {"kind": "chunk"}},
                 "aggs": {"tokens": {"sum": {"field": "n_tokens"}}, "hits": {"filters": {
@@ -635,28 +644,34 @@ class ElasticStore:
         scored.sort()
         return [(chunk_id, -neg) for neg, _, _, chunk_id in scored[:k]]
 
-    def phrase_matches(self, phrase: Sequence[str], limit: int) -> list[str]:
+    def phrase_matches(self, phrase: Sequence[str], limit: int, *,
+                       scope: Scope | None = None) -> list[str]:
         text = " ".join(phrase)
         if not words(text):
             return []
-        res = self._search("searching a phrase", query=_phrase("words", text, 1.0),
+        query = _phrase("words", text, 1.0)
+        scoped = scope_filter(scope)
+        if scoped is not None:
+            query = {"bool": {"must": [query], "filter": [scoped]}}
+        res = self._search("searching a phrase", query=query,
                            size=limit + 1, source=False, track_total_hits=False)
         return [h["_id"] for h in res["hits"]["hits"]]
 
-    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+    def doc_freqs(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, int]:
         if not terms:
             return {}
         wanted = sorted(set(terms))
         res = self._search(
-            "counting document frequencies", size=0, query={"term": {"kind": "chunk"}},
+            "counting document frequencies", size=0, query=_chunks(scope),
             aggs={"df": {"terms": {"field": "vocab", "include": wanted, "size": len(wanted)}}},
         )
         found = {b["key"]: int(b["doc_count"])
                  for b in res.get("aggregations", {}).get("df", {}).get("buckets", [])}
         return {t: found.get(t, 0) for t in terms}
 
-    def vocabulary(self) -> set[str]:
+    def vocabulary(self, *, scope: Scope | None = None) -> set[str]:
         vocab: set[str] = set()
+        scoped: dict[str, Any] = {"query": _chunks(scope)} if limiting(scope) else {}
         after: dict[str, Any] | None = None
         while True:
             composite: dict[str, Any] = {
@@ -665,12 +680,34 @@ class ElasticStore:
             if after:
                 composite["after"] = after
             res = self._search("reading the vocabulary", size=0,
-                               aggs={"vocab": {"composite": composite}})
+                               aggs={"vocab": {"composite": composite}}, **scoped)
             agg = res.get("aggregations", {}).get("vocab", {})
             vocab.update(b["key"]["term"] for b in agg.get("buckets", []))
             after = agg.get("after_key")
             if not after or len(agg.get("buckets", [])) < VOCAB_PAGE:
                 return vocab
+
+    # -- collection statistics: in the current index's _meta, beside the model stamp -------
+    def read_stat(self, key: str) -> dict | None:
+        index = self._current_index()
+        if index is None:
+            return None
+        with self._calls(f"reading the statistics of {index}"):
+            mapping = self.es.indices.get_mapping(index=index).body
+        meta = mapping[index]["mappings"].get("_meta", {}).get("citebot", {})
+        return (meta.get("stats") or {}).get(key)
+
+    def write_stat(self, key: str, value: dict) -> None:
+        index = self._current_index()
+        if index is None:
+            raise StoreError(f"the alias {self.alias} holds no collection yet: ingest first")
+        with self._calls(f"writing the statistics of {index}"):
+            mapping = self.es.indices.get_mapping(index=index).body
+            meta = mapping[index]["mappings"].get("_meta", {})
+            citebot = dict(meta.get("citebot", {}))
+            citebot["stats"] = {**(citebot.get("stats") or {}), key: value}
+            # _meta is replaced whole on update, so the stamp and state are written back too
+            self.es.indices.put_mapping(index=index, meta={**meta, "citebot": citebot})
 
     def close(self) -> None:
         """Abandon an uncommitted ingest (its index is deleted) and release connections."""
@@ -678,6 +715,25 @@ class ElasticStore:
             self.abandon_ingest()
         finally:
             self.es.close()
+
+
+def scope_filter(scope: Scope | None) -> dict[str, Any] | None:
+    """The scope as a filter clause over `source` (one regexp per glob), or None for all."""
+    scope = limiting(scope)
+    if scope is None:
+        return None
+    if not scope.globs:
+        return {"bool": {"must_not": [{"match_all": {}}]}}
+    return {"bool": {"should": [{"regexp": {"source": {"value": glob_lucene(g), "flags": "NONE"}}}
+                                for g in scope.globs], "minimum_should_match": 1}}
+
+
+def _chunks(scope: Scope | None) -> dict[str, Any]:
+    """Every chunk document, within the scope when there is one."""
+    scoped = scope_filter(scope)
+    if scoped is None:
+        return {"term": {"kind": "chunk"}}
+    return {"bool": {"filter": [{"term": {"kind": "chunk"}}, scoped]}}
 
 
 def num_candidates(k: int) -> int:

@@ -10,14 +10,17 @@ document either as it was or as it is now, and the next run completes the rest.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from search.errors import DimensionError, ModelMismatchError, StoreError
+from search.scope import Scope, limiting
 from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window
 
 DB_NAME = "citebot.sqlite3"
@@ -31,6 +34,20 @@ LEXICAL_GROUP_LIMIT = 500
 # section is about ("Per diem", "Escalation"), but they repeat over every chunk of a
 # long section, so they count for half.
 HEADING_WEIGHT = 0.5
+
+# The scope predicate in SQL: citebot_in_scope(source, regex) is 1 when the scope's regex
+# (search.scope.Scope.regex) matches the whole source path.
+_IN_SCOPE = "SELECT id FROM chunks WHERE citebot_in_scope(source, ?)"
+
+
+@lru_cache(maxsize=256)
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.DOTALL)
+
+
+def _in_scope(source: str, pattern: str) -> int:
+    return int(_regex(pattern).fullmatch(source) is not None)
+
 
 _MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = []
 
@@ -112,7 +129,13 @@ class EmbeddedStore:
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.execute("PRAGMA busy_timeout=10000")
         self._migrate()
-        self._matrix: tuple[int, np.ndarray, np.ndarray, list[str]] | None = None
+        self._db.create_function("citebot_in_scope", 2, _in_scope, deterministic=True)
+        # Per-chunk term instances, for document frequencies and the vocabulary under a scope
+        # (chunks_vocab counts the whole collection). A temp table: nothing is stored.
+        self._db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_instances"
+                         " USING fts5vocab(main, chunks_fts, 'instance')")
+        self._matrix: tuple[int, np.ndarray, np.ndarray, list[str], list[str]] | None = None
+        self._masks: dict[tuple[int, tuple[str, ...]], np.ndarray] = {}
 
     # -- schema ---------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -268,10 +291,15 @@ class EmbeddedStore:
         by_ord = {r[5]: self._chunk(r) for r in rows}
         return by_ord.get(chunk.ordinal - 1), by_ord.get(chunk.ordinal + 1)
 
-    def chunk_count(self) -> int:
-        return int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+    def chunk_count(self, *, scope: Scope | None = None) -> int:
+        scope = limiting(scope)
+        if scope is None:
+            return int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        return int(self._db.execute(
+            "SELECT count(*) FROM chunks WHERE citebot_in_scope(source, ?)",
+            (scope.regex.pattern,)).fetchone()[0])
 
-    def _vectors(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    def _vectors(self) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
         with self._lock:
             # data_version moves when another process commits (an ingest beside a server).
             version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
@@ -279,27 +307,44 @@ class EmbeddedStore:
                 stamp = self.stamp()
                 dims = stamp.dims if stamp else 0
                 rows = self._db.execute(
-                    "SELECT w.chunk_rowid, w.vector, c.chunk_id FROM windows w"
+                    "SELECT w.chunk_rowid, w.vector, c.chunk_id, c.source FROM windows w"
                     " JOIN chunks c ON c.id = w.chunk_rowid ORDER BY w.chunk_rowid, w.idx"
                 ).fetchall()
                 ids: list[str] = []
+                sources: list[str] = []
                 owner = np.empty(len(rows), dtype=np.int64)
                 last = None
-                for i, (rowid, _, chunk_id) in enumerate(rows):
+                for i, (rowid, _, chunk_id, source) in enumerate(rows):
                     if rowid != last:
                         ids.append(chunk_id)
+                        sources.append(source)
                         last = rowid
                     owner[i] = len(ids) - 1
                 matrix = (
                     np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, dims)
                     if rows else np.zeros((0, dims), dtype=np.float32)
                 )
-                self._matrix = (version, matrix, owner, ids)
-            _, matrix, owner, ids = self._matrix
-            return matrix, owner, ids
+                self._matrix = (version, matrix, owner, ids, sources)
+                self._masks = {}
+            _, matrix, owner, ids, sources = self._matrix
+            return matrix, owner, ids, sources
 
-    def dense(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
-        matrix, owner, ids = self._vectors()
+    def _scope_mask(self, scope: Scope, sources: list[str]) -> np.ndarray:
+        """Which chunks of the vector matrix the scope allows (cached per matrix version)."""
+        assert self._matrix is not None
+        key = (self._matrix[0], scope.key)
+        mask = self._masks.get(key)
+        if mask is None:
+            allowed = {s: scope.allows(s) for s in set(sources)}
+            mask = np.fromiter((allowed[s] for s in sources), dtype=bool, count=len(sources))
+            self._masks[key] = mask
+        return mask
+
+    def dense(self, vector: np.ndarray, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
+        scope = limiting(scope)
+        with self._lock:
+            matrix, owner, ids, sources = self._vectors()
+            mask = self._scope_mask(scope, sources) if scope is not None and ids else None
         if not ids:
             return []
         if vector.shape != (matrix.shape[1],):
@@ -309,29 +354,41 @@ class EmbeddedStore:
         scores = matrix @ vector.astype(np.float32)
         best = np.full(len(ids), -np.inf, dtype=np.float32)
         np.maximum.at(best, owner, scores)
+        if mask is not None:
+            best[~mask] = -np.inf  # outside the scope: never a candidate
+            k = min(k, int(mask.sum()))
         top = np.argsort(-best, kind="stable")[:k]
         return [(ids[i], float(best[i])) for i in top]
 
-    def _match(self, expression: str, limit: int) -> list[tuple[int, float]]:
-        return [
-            (int(r[0]), -float(r[1]))
-            for r in self._db.execute(
+    def _match(self, expression: str, limit: int, scope: Scope | None = None) -> list[tuple[int, float]]:
+        scope = limiting(scope)
+        if scope is None:
+            rows = self._db.execute(
                 "SELECT rowid, bm25(chunks_fts, 1.0, ?) FROM chunks_fts WHERE chunks_fts MATCH ?"
                 " ORDER BY bm25(chunks_fts, 1.0, ?) LIMIT ?",
-                (HEADING_WEIGHT, expression, HEADING_WEIGHT, limit),
-            )
-        ]
+                (HEADING_WEIGHT, expression, HEADING_WEIGHT, limit))
+        else:
+            # The matches first, then each one's source (CROSS JOIN keeps that order): a
+            # `rowid IN (…)` filter makes FTS5 run the MATCH once per allowed rowid, which
+            # took minutes a question on the 367-chunk sample.
+            rows = self._db.execute(
+                "SELECT chunks_fts.rowid, bm25(chunks_fts, 1.0, ?) FROM chunks_fts"
+                " CROSS JOIN chunks c ON c.id = chunks_fts.rowid"
+                " WHERE chunks_fts MATCH ? AND citebot_in_scope(c.source, ?)"
+                " ORDER BY bm25(chunks_fts, 1.0, ?) LIMIT ?",
+                (HEADING_WEIGHT, expression, scope.regex.pattern, HEADING_WEIGHT, limit))
+        return [(int(r[0]), -float(r[1])) for r in rows]
 
-    def lexical(self, query: LexicalQuery, k: int) -> list[tuple[str, float]]:
+    def lexical(self, query: LexicalQuery, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
         scores: dict[int, float] = {}
         for group in query.groups:
             if not group.terms:
                 continue
             expression = " OR ".join(f'"{t}"' for t in group.terms)
-            for rowid, score in self._match(expression, LEXICAL_GROUP_LIMIT):
+            for rowid, score in self._match(expression, LEXICAL_GROUP_LIMIT, scope):
                 scores[rowid] = scores.get(rowid, 0.0) + group.weight * score
         for phrase, weight in query.phrases:
-            for rowid, score in self._match(f'text : "{phrase}"', LEXICAL_GROUP_LIMIT):
+            for rowid, score in self._match(f'text : "{phrase}"', LEXICAL_GROUP_LIMIT, scope):
                 scores[rowid] = scores.get(rowid, 0.0) + weight * score
         top = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
         return self._ids_for(top)
@@ -344,21 +401,33 @@ class EmbeddedStore:
             f"SELECT id, chunk_id FROM chunks WHERE id IN ({marks})", [r for r, _ in ranked]))
         return [(ids[r], s) for r, s in ranked if r in ids]
 
-    def phrase_matches(self, phrase: Sequence[str], limit: int) -> list[str]:
-        rows = self._match('text : "' + " ".join(phrase) + '"', limit + 1)
+    def phrase_matches(self, phrase: Sequence[str], limit: int, *,
+                       scope: Scope | None = None) -> list[str]:
+        rows = self._match('text : "' + " ".join(phrase) + '"', limit + 1, scope)
         return [cid for cid, _ in self._ids_for(rows)]
 
-    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+    def doc_freqs(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, int]:
         if not terms:
             return {}
+        scope = limiting(scope)
         marks = ",".join("?" * len(terms))
-        found = dict(self._db.execute(
-            f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", list(terms)))
+        if scope is None:
+            found = dict(self._db.execute(
+                f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", list(terms)))
+        else:
+            found = dict(self._db.execute(
+                f"SELECT term, count(DISTINCT doc) FROM temp.chunks_instances WHERE term IN ({marks})"
+                f" AND doc IN ({_IN_SCOPE}) GROUP BY term", [*terms, scope.regex.pattern]))
         return {t: int(found.get(t, 0)) for t in terms}
 
-    def vocabulary(self) -> set[str]:
-        """Every indexed term (for typo correction)."""
-        return {r[0] for r in self._db.execute("SELECT term FROM chunks_vocab")}
+    def vocabulary(self, *, scope: Scope | None = None) -> set[str]:
+        """Every indexed term (for typo correction); under a scope, those of its chunks."""
+        scope = limiting(scope)
+        if scope is None:
+            return {r[0] for r in self._db.execute("SELECT term FROM chunks_vocab")}
+        return {r[0] for r in self._db.execute(
+            f"SELECT DISTINCT term FROM temp.chunks_instances WHERE doc IN ({_IN_SCOPE})",
+            (scope.regex.pattern,))}
 
     # -- turn log -------------------------------------------------------------------------
     def put_turn(self, turn_id: str, created_at: str, record: dict) -> None:
@@ -383,6 +452,15 @@ class EmbeddedStore:
     def add_feedback(self, turn_id: str, at: str, user: str | None, value: str) -> None:
         with self._lock:
             self._db.execute("INSERT INTO feedback VALUES (?, ?, ?, ?)", (turn_id, at, user, value))
+
+    # -- collection statistics ------------------------------------------------------------
+    def read_stat(self, key: str) -> dict | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", ("stat:" + key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def write_stat(self, key: str, value: dict) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("stat:" + key, json.dumps(value)))
 
     def close(self) -> None:
         self._db.close()

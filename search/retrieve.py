@@ -6,6 +6,10 @@
     ─▶ reciprocal rank fusion with k sized to the candidate pool
     ─▶ addresses first: a decisively rare term or a rare exact phrase names a passage,
        it does not cast one vote among many
+
+A scope (search/scope.py) is applied by the store in every read below: both arms, the
+phrase and rare-term addresses, alias flood counts, typo fixes (the vocabulary), the
+gate's statistics (document frequencies, chunk count) and widening.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from search import calibration
 from search.glossary import Expansion, Glossary
+from search.scope import Scope, limiting
 from search.store import Store
 from search.text import STOPWORDS, content_words, name_like, words
 from search.types import Chunk, Hit, LexicalQuery, WeightedTerms
@@ -70,6 +76,8 @@ FLOOD_MIN_CHUNKS = 4
 FLOOD_COLLECTION_SHARE = 0.15
 # How many matching chunks the flood check reads at most.
 FLOOD_SCAN_LIMIT = 2000
+# The refusal gate's best_coverage looks at this many top passages.
+BEST_COVERAGE_HITS = 5
 # A passage of a document that calls itself deprecated or superseded keeps this share of
 # its fused score: found when asked for, but below the current version. With it, dev
 # question a-15 ("Which version of Klaxon…?") ranks the current runbook first.
@@ -109,6 +117,13 @@ class Support:
     coverage: float  # share of the question's content words found in the top passages
     addressed: bool  # a rare term or phrase named a passage
     missing: list[str] = field(default_factory=list)  # content words absent from the corpus
+    # The best single passage among the top BEST_COVERAGE_HITS: the share of the question's
+    # word weight (IDF; a word absent from the collection weighs most) that it holds.
+    best_coverage: float = 0.0
+    # dense_top against this collection's null distribution (search.calibration), in
+    # spreads above its mean; None when the collection is too small to have one.
+    dense_z: float | None = None
+    null_mean: float | None = None
 
 
 @dataclass
@@ -121,6 +136,7 @@ class Retrieval:
     corrections: dict[str, str] = field(default_factory=dict)
     addresses: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    scope: Scope | None = None  # the scope it was searched under; None = the whole collection
 
 
 def _positions(text: str, term: str) -> list[int]:
@@ -161,22 +177,35 @@ class Retriever:
         self.encode_query = encode_query
         self.glossary = glossary or Glossary.empty()
         self.config = config or RetrievalConfig()
-        self._vocab: set[str] | None = None
-        self._flood_cache: dict[str, bool] = {}
+        self._vocab: dict[tuple[str, ...], set[str]] = {}
+        self._flood_cache: dict[tuple[tuple[str, ...], str], bool] = {}
+        self._null: calibration.NullDistribution | None | bool = False  # False: not read yet
+
+    def null_distribution(self) -> calibration.NullDistribution | None:
+        """The collection's calibration: stored at ingest, else measured now and kept."""
+        if self._null is False:
+            null = calibration.stored(self.store)
+            if null is None:
+                null = calibration.measure(
+                    self.store, lambda qs: np.stack([self.encode_query(q) for q in qs]))
+            self._null = null
+        return self._null or None
 
     # -- query analysis -------------------------------------------------------------------
-    def _vocabulary(self) -> set[str]:
-        if self._vocab is None:
-            self._vocab = set(self.store.vocabulary())
-        return self._vocab
+    def _vocabulary(self, scope: Scope | None = None) -> set[str]:
+        key = scope.key if scope is not None else ()
+        if key not in self._vocab:
+            self._vocab[key] = set(self.store.vocabulary(scope=scope))
+        return self._vocab[key]
 
-    def correct_typos(self, terms: Sequence[str], dfs: dict[str, int]) -> dict[str, str]:
+    def correct_typos(self, terms: Sequence[str], dfs: dict[str, int],
+                      scope: Scope | None = None) -> dict[str, str]:
         """Fix only words absent from the collection, to the closest frequent word."""
         fixes: dict[str, str] = {}
         absent = [t for t in terms if dfs.get(t, 0) == 0 and len(t) >= 4 and t.isalpha()]
         if not absent:
             return fixes
-        vocab = self._vocabulary()
+        vocab = self._vocabulary(scope)
         for term in absent:
             limit = 1 if len(term) <= 5 else 2
             best: tuple[int, str] | None = None
@@ -184,27 +213,31 @@ class Retriever:
                 if cand[0] != term[0] and (len(cand) < 2 or cand[1] != term[1]):
                     continue
                 d = _edit_distance_at_most(term, cand, limit)
-                if d is not None and (best is None or d < best[0]):
+                # Ties go to the first word in alphabetical order, never to the vocabulary
+                # set's iteration order (which follows Python's per-process hash seed:
+                # examples b-04 ranked 9th under PYTHONHASHSEED=0 and fell out under 2).
+                if d is not None and (best is None or (d, cand) < best):
                     best = (d, cand)
             if best:
                 fixes[term] = best[1]
         if fixes:
-            fdfs = self.store.doc_freqs(list(fixes.values()))
+            fdfs = self.store.doc_freqs(list(fixes.values()), scope=scope)
             fixes = {t: c for t, c in fixes.items() if fdfs.get(c, 0) > 0}
         return fixes
 
-    def spread(self, name: str) -> Counter[str]:
+    def spread(self, name: str, scope: Scope | None = None) -> Counter[str]:
         """Chunks holding the exact name, counted by source document."""
-        ids = self.store.phrase_matches(tuple(words(name)), FLOOD_SCAN_LIMIT)
-        return Counter(c.source for c in self.store.get_chunks(ids))
+        ids = self.store.phrase_matches(tuple(words(name)), FLOOD_SCAN_LIMIT, scope=scope)
+        return Counter(c.source for c in self.store.get_chunks(ids)
+                       if scope is None or scope.allows(c.source))
 
-    def _floods(self, expansion: Expansion) -> bool:
-        key = expansion.expands_to
+    def _floods(self, expansion: Expansion, scope: Scope | None = None) -> bool:
+        key = (scope.key if scope is not None else (), expansion.expands_to)
         if key not in self._flood_cache:
-            spread = self.spread(key)
+            spread = self.spread(expansion.expands_to, scope)
             total = sum(spread.values())
             top = max(spread.values(), default=0)
-            chunks = max(1, self.store.chunk_count())
+            chunks = max(1, self.store.chunk_count(scope=scope))
             self._flood_cache[key] = (
                 (total >= FLOOD_MIN_CHUNKS and top / total > FLOOD_SHARE)
                 or total / chunks > FLOOD_COLLECTION_SHARE
@@ -219,7 +252,7 @@ class Retriever:
             return gram[0] not in STOPWORDS and gram[-1] not in STOPWORDS
         return len(gram) >= STOPWORD_PHRASE_MIN_TOKENS and content <= len(gram) // 2
 
-    def _phrases(self, question: str) -> list[tuple[tuple[str, ...], list[str]]]:
+    def _phrases(self, question: str, scope: Scope | None = None) -> list[tuple[tuple[str, ...], list[str]]]:
         """Longest-first exact phrases of the question that the collection holds rarely."""
         tokens = words(question)
         found: list[tuple[tuple[str, ...], list[str]]] = []
@@ -232,15 +265,20 @@ class Retriever:
                 gram = tuple(tokens[i : i + n])
                 if not self.is_phrase(gram):
                     continue
-                ids = self.store.phrase_matches(gram, PHRASE_MAX_CHUNKS)
+                ids = self.store.phrase_matches(gram, PHRASE_MAX_CHUNKS, scope=scope)
                 if 1 <= len(ids) <= PHRASE_MAX_CHUNKS:
                     found.append((gram, ids))
                     covered |= span
         return found
 
     # -- retrieval ------------------------------------------------------------------------
-    def retrieve(self, question: str, *, mode: str | None = None, top_k: int | None = None) -> Retrieval:
+    def retrieve(self, question: str, *, mode: str | None = None, top_k: int | None = None,
+                 scope: Scope | None = None) -> Retrieval:
+        """The ranked passages for a question; under `scope`, only passages it allows are
+        read, counted or returned (the store filters; see search/scope.py)."""
         cfg = self.config
+        asked_scope = scope
+        scope = limiting(scope)
         mode = mode or cfg.mode
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
@@ -249,10 +287,11 @@ class Retriever:
         t0 = time.perf_counter()
 
         terms = content_words(question)
-        dfs = self.store.doc_freqs(terms) if terms else {}
-        corrections = self.correct_typos(terms, dfs) if cfg.typo_fix else {}
+        dfs = self.store.doc_freqs(terms, scope=scope) if terms else {}
+        n_chunks = max(1, self.store.chunk_count(scope=scope))
+        corrections = self.correct_typos(terms, dfs, scope) if cfg.typo_fix else {}
         expansions = self.glossary.expansions(question) if cfg.aliases else []
-        flooded = [e.expands_to for e in expansions if self._floods(e)]
+        flooded = [e.expands_to for e in expansions if self._floods(e, scope)]
         expansions = [e for e in expansions if e.expands_to not in flooded]
         timings["analyse"] = (time.perf_counter() - t0) * 1000
 
@@ -262,7 +301,7 @@ class Retriever:
             vector = self.encode_query(question)
             timings["embed"] = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
-            dense = self.store.dense(vector, cfg.pool)
+            dense = self.store.dense(vector, cfg.pool, scope=scope)
             timings["dense"] = (time.perf_counter() - t) * 1000
 
         lexical: list[tuple[str, float]] = []
@@ -282,11 +321,11 @@ class Retriever:
                 elif name:
                     alias_phrases.append((" ".join(name), cfg.alias_weight))
             if cfg.phrase_rule:
-                phrases = self._phrases(question)
+                phrases = self._phrases(question, scope)
             query = LexicalQuery(
                 tuple(groups), tuple((" ".join(g), 1.0) for g, _ in phrases) + tuple(alias_phrases)
             )
-            lexical = self.store.lexical(query, cfg.pool) if (groups or phrases) else []
+            lexical = self.store.lexical(query, cfg.pool, scope=scope) if (groups or phrases) else []
             timings["lexical"] = (time.perf_counter() - t) * 1000
             # Addresses: rare exact phrases, then decisively rare terms.
             for gram, ids in phrases:
@@ -295,17 +334,16 @@ class Retriever:
                     addressed[cid] = addressed.get(cid, 0.0) + 100.0 + len(gram)
             if cfg.rare_rule:
                 fixed = [c for c in corrections.values() if c not in dfs]
-                all_dfs = {**dfs, **(self.store.doc_freqs(fixed) if fixed else {})}
+                all_dfs = {**dfs, **(self.store.doc_freqs(fixed, scope=scope) if fixed else {})}
                 names = name_like(question)
-                n = max(1, self.store.chunk_count())
                 for term, df in all_dfs.items():
                     is_name = term in names
                     if (1 <= df <= RARE_MAX_DF and len(term) >= RARE_MIN_LETTERS
                             and not term.isdigit() and is_name):
-                        ids = self.store.phrase_matches((term,), RARE_MAX_DF)
+                        ids = self.store.phrase_matches((term,), RARE_MAX_DF, scope=scope)
                         addresses.append(f"rare:{term}")
                         for cid in ids:
-                            addressed[cid] = addressed.get(cid, 0.0) + math.log(n / df)
+                            addressed[cid] = addressed.get(cid, 0.0) + math.log(n_chunks / df)
 
         t = time.perf_counter()
         fused: dict[str, float] = {}
@@ -329,7 +367,7 @@ class Retriever:
             if self.reranker is None:
                 raise ValueError("rerank is on but no reranker is configured (CITEBOT_RERANKER)")
             t = time.perf_counter()
-            order = self._rerank(question, order, addressed, fused)
+            order = self._rerank(question, order, addressed, fused, scope)
             timings["rerank"] = (time.perf_counter() - t) * 1000
         missing = [c for c in order if c not in candidates]
         chunks = {**candidates, **{c.chunk_id: c for c in self.store.get_chunks(missing)}}
@@ -337,6 +375,8 @@ class Retriever:
         for cid in order:
             if cid not in chunks:
                 continue
+            if scope is not None and not scope.allows(chunks[cid].source):
+                continue  # the stores never return one; a second lock on the same door
             reasons = []
             if cid in addressed:
                 reasons.append("address")
@@ -349,31 +389,40 @@ class Retriever:
                 reasons=reasons,
             ))
         if cfg.widen:
-            hits = self._widen(hits, terms, top_k)
-        support = self._support(terms, dfs, corrections, expansions, hits, dense, addressed)
+            hits = self._widen(hits, terms, top_k, scope)
+        support = self._support(terms, dfs, corrections, expansions, hits, dense, addressed, n_chunks)
         timings["total"] = (time.perf_counter() - t0) * 1000
         return Retrieval(
             question=question, hits=hits, support=support, expansions=expansions,
             flooded=flooded, corrections=corrections, addresses=addresses,
-            timings_ms={k: round(v, 2) for k, v in timings.items()},
+            timings_ms={k: round(v, 2) for k, v in timings.items()}, scope=asked_scope,
         )
 
     def _rerank(self, question: str, order: list[str], addressed: dict[str, float],
-                fused: dict[str, float]) -> list[str]:
+                fused: dict[str, float], scope: Scope | None = None) -> list[str]:
         """Rescore the top fused candidates with the cross-encoder; addresses stay first."""
         head = [c for c in order if c in addressed]
         pool = [c for c in sorted(fused, key=lambda c: -fused[c]) if c not in addressed][:RERANK_TOP_N]
         if not pool:
             return order
-        chunks = {c.chunk_id: c for c in self.store.get_chunks(pool)}
+        chunks = {c.chunk_id: c for c in self.store.get_chunks(pool)
+                  if scope is None or scope.allows(c.source)}
         pool = [c for c in pool if c in chunks]
         scores = list(self.reranker(question, [chunks[c].text for c in pool]))  # type: ignore[misc]
         ranked = [c for _, c in sorted(zip(scores, pool), key=lambda x: -x[0])]
         return (head + ranked)[: len(order)]
 
-    def boundary_neighbour(self, chunk: Chunk, terms: Sequence[str]) -> Chunk | None:
+    def boundary_neighbour(self, chunk: Chunk, terms: Sequence[str],
+                           scope: Scope | None = None) -> Chunk | None:
         """The next (previous) chunk of the document when the question's words sit in the
-        last (first) fifth of this one: the passage is probably cut at a boundary."""
+        last (first) fifth of this one: the passage is probably cut at a boundary. A
+        neighbour is of the same document, so of the same scope; checked all the same."""
+        found = self._boundary_neighbour(chunk, terms)
+        if found is not None and scope is not None and not scope.allows(found.source):
+            return None
+        return found
+
+    def _boundary_neighbour(self, chunk: Chunk, terms: Sequence[str]) -> Chunk | None:
         folded = " ".join(words(chunk.text))
         spots = [m for t in terms for m in _positions(folded, t)]
         if not spots:
@@ -386,7 +435,8 @@ class Retriever:
             return prev
         return None
 
-    def _widen(self, hits: list[Hit], terms: list[str], top_k: int) -> list[Hit]:
+    def _widen(self, hits: list[Hit], terms: list[str], top_k: int,
+               scope: Scope | None = None) -> list[Hit]:
         """Add the neighbour of a top hit whose question words sit at its edge."""
         present = {h.chunk.chunk_id for h in hits}
         out: list[Hit] = []
@@ -394,14 +444,22 @@ class Retriever:
             out.append(hit)
             if rank >= WIDEN_TOP_HITS or not terms:
                 continue
-            extra = self.boundary_neighbour(hit.chunk, terms)
+            extra = self.boundary_neighbour(hit.chunk, terms, scope)
             if extra is not None and extra.chunk_id not in present:
                 out.append(Hit(chunk=extra, score=hit.score, reasons=["widened"]))
                 present.add(extra.chunk_id)
         return out[:top_k]
 
-    def _support(self, terms, dfs, corrections, expansions, hits, dense, addressed) -> Support:
+    def _support(self, terms, dfs, corrections, expansions, hits, dense, addressed,
+                 n_chunks: int) -> Support:
         dense_top = max((s for _, s in dense), default=0.0)
+        idf = {t: math.log((n_chunks + 1) / (dfs.get(t, 0) + 0.5)) for t in terms}
+        weight = sum(idf.values()) or 1.0
+        best_coverage = 0.0
+        for h in hits[:BEST_COVERAGE_HITS]:
+            held = set(words(h.chunk.text))
+            best_coverage = max(best_coverage, sum(w for t, w in idf.items() if t in held) / weight)
+        null = self.null_distribution() if dense else None
         top_text = " ".join(h.chunk.text for h in hits[:3])
         present = set(words(top_text))
         alias_words = {w for e in expansions for w in words(e.expands_to)}
@@ -411,4 +469,7 @@ class Retriever:
                 covered += 1
         coverage = covered / len(terms) if terms else 0.0
         missing = [t for t in terms if dfs.get(t, 0) == 0 and t not in corrections]
-        return Support(round(dense_top, 4), round(coverage, 4), bool(addressed), missing)
+        return Support(round(dense_top, 4), round(coverage, 4), bool(addressed), missing,
+                       best_coverage=round(best_coverage, 4),
+                       dense_z=round(null.z(dense_top), 3) if null else None,
+                       null_mean=null.mean if null else None)

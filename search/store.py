@@ -10,11 +10,16 @@ from typing import Protocol
 
 import numpy as np
 
+from search.scope import Scope
 from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window
 
 
 class Store(Protocol):
-    """A chunk store with a dense and a lexical arm."""
+    """A chunk store with a dense and a lexical arm.
+
+    Every read that retrieval makes takes `scope` (search/scope.py): with a scope, the store
+    answers as if it held only the chunks of the sources the scope allows. None = all.
+    """
 
     def open_for(self, stamp: ModelStamp) -> None:
         """Bind the store to an embedding model: stamp an empty store, refuse another model's."""
@@ -45,23 +50,31 @@ class Store(Protocol):
     def neighbours(self, chunk: Chunk) -> tuple[Chunk | None, Chunk | None]:
         """The previous and next chunk of the same document."""
 
-    def dense(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+    def dense(self, vector: np.ndarray, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
         """Top-k chunk ids by cosine similarity; a chunk scores by its best window."""
 
-    def lexical(self, query: LexicalQuery, k: int) -> list[tuple[str, float]]:
+    def lexical(self, query: LexicalQuery, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
         """Top-k chunk ids by BM25 over weighted term groups and phrases."""
 
-    def phrase_matches(self, phrase: Sequence[str], limit: int) -> list[str]:
+    def phrase_matches(self, phrase: Sequence[str], limit: int, *,
+                       scope: Scope | None = None) -> list[str]:
         """Ids of chunks containing the tokens as an exact phrase (at most limit+1 returned)."""
 
-    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+    def doc_freqs(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, int]:
         """Number of chunks containing each (lower-cased) term."""
 
-    def vocabulary(self) -> set[str]:
+    def vocabulary(self, *, scope: Scope | None = None) -> set[str]:
         """Every indexed term of the passage text (for typo correction)."""
 
-    def chunk_count(self) -> int:
+    def chunk_count(self, *, scope: Scope | None = None) -> int:
         """How many chunks the store holds."""
+
+    def read_stat(self, key: str) -> dict | None:
+        """A collection statistic stored with the index (search.calibration), or None."""
+
+    def write_stat(self, key: str, value: dict) -> None:
+        """Store a collection statistic with the index; it lasts until the next ingest
+        that changes the collection."""
 
     def close(self) -> None:
         """Release connections."""

@@ -44,12 +44,7 @@ def examples_store_dir(tmp_path_factory, embedder) -> Path:
 
     root = tmp_path_factory.mktemp("examples-store")
     store = EmbeddedStore(root / "store")
-    cwd = os.getcwd()
-    os.chdir(REPO)  # sources are named relative to the repo, as a user would see them
-    try:
-        summary = ingest([HANDBOOK], store, embedder, progress=False)
-    finally:
-        os.chdir(cwd)
+    summary = ingest([HANDBOOK], store, embedder, progress=False)  # sources relative to it
     assert summary.skipped == [], summary.skipped
     store.close()
     return root / "store"
@@ -83,12 +78,7 @@ def small_store_dir(tmp_path_factory, test_embedder) -> Path:
 
     root = tmp_path_factory.mktemp("small-store")
     store = EmbeddedStore(root / "store")
-    cwd = os.getcwd()
-    os.chdir(REPO)
-    try:
-        summary = ingest([HANDBOOK], store, test_embedder, progress=False)
-    finally:
-        os.chdir(cwd)
+    summary = ingest([HANDBOOK], store, test_embedder, progress=False)  # sources relative to it
     assert summary.skipped == [], summary.skipped
     store.close()
     return root / "store"

@@ -118,6 +118,18 @@ def buttons(blocks: list[dict]) -> dict[str, str]:
     return {e["action_id"]: e["value"] for b in blocks if b["type"] == "actions" for e in b["elements"]}
 
 
+def feedback_buttons(blocks: list[dict]) -> dict[str, str]:
+    """The native feedback buttons (context_actions / feedback_buttons): vote -> value."""
+    out: dict[str, str] = {}
+    for b in blocks:
+        if b["type"] == "context_actions":
+            for e in b["elements"]:
+                if e["type"] == "feedback_buttons":
+                    out["helpful"] = e["positive_button"]["value"]
+                    out["not_helpful"] = e["negative_button"]["value"]
+    return out
+
+
 def one_answer(standin: SlackStandIn, event: dict) -> tuple[dict, str]:
     """The single reply to a mention: its placeholder updated in place; (message, turn id)."""
     thread = event.get("thread_ts") or event["ts"]

@@ -65,7 +65,7 @@ def test_eval_json_per_item_and_summary(runner, tmp_path):
     items.write_text(
         json.dumps({"id": "x1", "kind": "rare", "question": "Who wrote the original bootloader?",
                     "must_contain": ["Oskar Brandvold"]}) + "\n"
-        + json.dumps({"id": "x2", "kind": "unanswerable", "question": "How do I claim gym membership?",
+        + json.dumps({"id": "x2", "kind": "unanswerable", "question": "How do I upgrade the Kubernetes version on the site racks?",
                       "must_contain": []}) + "\n")
     result = runner.invoke(cli, ["eval", str(items), "--json"])
     assert result.exit_code == 0, result.output

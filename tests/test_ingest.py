@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,7 @@ def test_stored_text_is_verbatim_source_text(tmp_path, embedder):
     store = EmbeddedStore(tmp_path / "s")
     ingest([docs], store, embedder, progress=False)
     for c in store.iter_chunks():
-        source = (tmp_path / c.source).read_text() if (tmp_path / c.source).exists() else Path(c.source).read_text()
+        source = (docs / c.source).read_text()
         for para in c.text.split("\n\n"):
             assert para in source
 
@@ -58,8 +59,8 @@ def test_reingest_is_idempotent_and_tracks_changes(tmp_path, embedder):
     third = ingest([docs], store, embedder, progress=False)
     assert (third.documents, third.unchanged, third.deleted) == (1, 1, 1)
     sources = {c.source for c in store.iter_chunks()}
-    assert sources == {"docs/doc0.md", "docs/doc2.md"}
-    assert [c.text for c in store.iter_chunks() if c.source == "docs/doc0.md"] == ["Only one paragraph now."]
+    assert sources == {"doc0.md", "doc2.md"}
+    assert [c.text for c in store.iter_chunks() if c.source == "doc0.md"] == ["Only one paragraph now."]
 
 
 class _Interrupting:
@@ -86,7 +87,7 @@ def test_interrupted_ingest_keeps_previous_state_and_next_run_completes(tmp_path
     by_source = {}
     for c in store.iter_chunks():
         by_source.setdefault(c.source, []).append(c)
-    assert sorted(by_source) == ["docs/doc0.md", "docs/doc1.md"]
+    assert sorted(by_source) == ["doc0.md", "doc1.md"]
     assert len(store.document_hashes()) == 2
 
     summary = ingest([docs], store, embedder, progress=False)
@@ -154,3 +155,132 @@ def test_loaders_keep_headings_out_of_paragraphs(tmp_path):
     assert doc.title == "T"
     assert doc.sections[0].paragraphs[0].text == "Fish & chips’ today"
     assert [p.text for p in doc.sections[1].paragraphs] == ["one", "two", "a | b"]
+
+
+def test_sources_are_relative_to_the_ingested_folder_and_a_file_keeps_its_folder_name(tmp_path, embedder):
+    docs = tmp_path / "docs"
+    write_docs(docs / "ops", 2)
+    store = EmbeddedStore(tmp_path / "s")
+    ingest([docs], store, embedder, progress=False)
+    assert set(store.document_hashes()) == {"ops/doc0.md", "ops/doc1.md"}
+    # Named on its own, a file already ingested with its folder keeps the folder's name.
+    (docs / "ops" / "doc0.md").write_text("# Changed\n\nOnly one paragraph now.\n")
+    summary = ingest([docs / "ops" / "doc0.md"], store, embedder, progress=False)
+    assert summary.documents == 1 and set(store.document_hashes()) == {"ops/doc0.md", "ops/doc1.md"}
+    # Ingesting a subfolder of the ingested folder finds the same documents, names kept.
+    again = ingest([docs / "ops"], store, embedder, progress=False)
+    assert (again.documents, again.unchanged, again.deleted) == (0, 2, 0)
+    assert set(store.document_hashes()) == {"ops/doc0.md", "ops/doc1.md"}
+    # A file new to the store is named by its file name.
+    loose = tmp_path / "elsewhere" / "notes.md"
+    loose.parent.mkdir()
+    loose.write_text("# Notes\n\nThe kettle moved to the annex.\n")
+    ingest([loose], store, embedder, progress=False)
+    assert "notes.md" in store.document_hashes()
+    assert not any(s.startswith("/") for s in store.document_hashes())
+
+
+def test_a_selection_of_a_folders_files_is_named_within_it(tmp_path, embedder):
+    docs = tmp_path / "docs"
+    write_docs(docs / "a", 1)
+    write_docs(docs / "b", 2)  # b/doc0.md and a/doc0.md share a file name
+    store = EmbeddedStore(tmp_path / "s")
+    summary = ingest([docs / "a" / "doc0.md", docs / "b" / "doc0.md"], store, embedder, progress=False,
+                     within=docs)
+    assert summary.skipped == [] and set(store.document_hashes()) == {"a/doc0.md", "b/doc0.md"}
+    # Without it the two are one name: the second is refused, with what to do.
+    other = EmbeddedStore(tmp_path / "s2")
+    summary = ingest([docs / "a" / "doc0.md", docs / "b" / "doc0.md"], other, embedder, progress=False)
+    assert [s.source for s in summary.skipped] == ["doc0.md"] and "same name" in summary.skipped[0].reason
+
+
+def test_two_folders_with_the_same_names_never_overwrite_each_other(tmp_path, embedder):
+    first, second = tmp_path / "first", tmp_path / "second"
+    write_docs(first, 1)
+    second.mkdir()
+    (second / "doc0.md").write_text("# Other\n\nA different document with the same name.\n")
+    (second / "own.md").write_text("# Own\n\nOnly the second folder has this one.\n")
+    store = EmbeddedStore(tmp_path / "s")
+    ingest([first], store, embedder, progress=False)
+    before = [c.text for c in store.iter_chunks()]
+    summary = ingest([second], store, embedder, progress=False)
+    (refused,) = summary.skipped
+    assert refused.source == "doc0.md" and "another folder" in refused.reason and "store of its own" in refused.reason
+    assert [c.text for c in store.iter_chunks() if c.source == "doc0.md"] == before
+    assert summary.documents == 1 and summary.deleted == 0
+    # Re-ingesting the first folder still finds its documents and deletes what is gone.
+    (first / "doc0.md").unlink()
+    again = ingest([first], store, embedder, progress=False)
+    assert again.deleted == 1 and set(store.document_hashes()) == {"own.md"}
+    # Now the name is free: the second folder's file takes it.
+    last = ingest([second], store, embedder, progress=False)
+    assert last.skipped == [] and last.documents == 1
+    assert [c.text for c in store.iter_chunks() if c.source == "doc0.md"] == ["A different document with the same name."]
+
+
+def test_a_document_named_by_an_older_version_is_renamed(tmp_path, embedder, monkeypatch):
+    docs = tmp_path / "docs"
+    write_docs(docs, 1)
+    store = EmbeddedStore(tmp_path / "s")
+    store.open_for(embedder.stamp)
+    # What an earlier citebot stored: the name relative to the working directory, no origin.
+    store.replace_document(DocumentRecord("old", "docs/doc0.md", "0" * 64, "Document 0", "markdown"), [], [])
+    store.commit_ingest()
+    monkeypatch.chdir(tmp_path)
+    summary = ingest([docs], store, embedder, progress=False)
+    assert summary.deleted == 1 and set(store.document_hashes()) == {"doc0.md"}
+
+
+def test_links_leaving_the_folder_are_skipped_with_a_reason(tmp_path, embedder):
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "passwd.txt").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    docs = tmp_path / "docs"
+    write_docs(docs, 1)
+    (docs / "out.txt").symlink_to(secret / "passwd.txt")
+    (docs / "outdir").symlink_to(secret, target_is_directory=True)
+    os.link(secret / "passwd.txt", docs / "hard.txt")
+    (docs / "inside.md").symlink_to(docs / "doc0.md")
+    os.link(docs / "doc0.md", docs / "twin.md")  # a hard link whose names are all inside: fine
+    store = EmbeddedStore(tmp_path / "s")
+    summary = ingest([docs], store, embedder, progress=False)
+    reasons = {s.source: s.reason for s in summary.skipped}
+    assert reasons == {
+        "out.txt": "symbolic link leaving the ingested folder (not followed)",
+        "outdir": "symbolic link leaving the ingested folder (not followed)",
+        "hard.txt": "hard link to a file outside the ingested folder (not followed)",
+    }
+    assert set(store.document_hashes()) == {"doc0.md", "inside.md", "twin.md"}
+    assert not any("root:x" in c.text for c in store.iter_chunks())
+
+
+def test_library_warnings_go_to_the_log_not_the_terminal(tmp_path, embedder, capfd):
+    import io
+    import logging
+
+    from pypdf import PdfWriter
+    from structlog.testing import capture_logs
+
+    from bot.logs import configure  # the command line's logging, as `citebot ingest` has it
+
+    writer = PdfWriter()
+    writer.add_blank_page(200, 200)
+    buf = io.BytesIO()
+    writer.write(buf)
+    data = buf.getvalue()
+    head, _, tail = data.rpartition(b"startxref")
+    docs = tmp_path / "docs"
+    write_docs(docs, 1)
+    # A wrong startxref offset: pypdf recovers and warns ("incorrect startxref pointer").
+    (docs / "blank.pdf").write_bytes(head + b"startxref\n9" + tail.lstrip(b"\n0123456789"))
+    configure("json", logging.INFO)
+    store = EmbeddedStore(tmp_path / "s")
+    capfd.readouterr()
+    with capture_logs() as logs:
+        summary = ingest([docs], store, embedder, progress=False)
+    out, err = capfd.readouterr()
+    assert summary.documents == 1 and [s.source for s in summary.skipped] == ["blank.pdf"]
+    assert "startxref" not in err and "startxref" not in out
+    warned = [e for e in logs if e["event"] == "library_warning"]
+    assert warned and warned[0]["source"] == "blank.pdf" and warned[0]["log_level"] == "debug"
+    assert any("startxref" in e["message"] for e in warned)

@@ -5,15 +5,19 @@ from __future__ import annotations
 import pytest
 
 from bot.slack.render import (
+    ACTION_FEEDBACK,
     ACTION_FEEDBACK_DOWN,
     ACTION_FEEDBACK_UP,
     ACTION_SHARE,
+    ACTION_WHY,
 )
 from tests.slack_harness import (
     CHANNEL,
     QUESTION,
     USER,
+    block_text,
     buttons,
+    feedback_buttons,
     mention,
     one_answer,
 )
@@ -21,15 +25,62 @@ from tests.slack_harness import (
 
 # -- feedback and the turn log -------------------------------------------------------------
 @pytest.mark.slow
-def test_a_feedback_click_lands_in_the_turn_log(standin, start_bot, small_store):
+def test_native_feedback_is_one_vote_per_person_recorded_without_a_message(standin, start_bot,
+                                                                          small_store):
     h = start_bot(small_store)
     event = mention(standin, QUESTION)
     h.sender.event(event)
     h.drain()
     message, turn_id = one_answer(standin, event)
-    actions = buttons(message["blocks"])
+    votes = feedback_buttons(message["blocks"])
+    clicks = [("UBOB", "helpful"), ("UCAROL", "not_helpful"), ("UBOB", "helpful"),  # a repeat
+              ("UBOB", "not_helpful")]  # Bob changes his mind
+    for who, vote in clicks:
+        click = h.sender.action(ACTION_FEEDBACK, votes[vote], user=who, channel=CHANNEL,
+                                response_url=standin.response_url(), message_ts=message["ts"])
+        assert click.status == 200
+        h.drain()
+    feedback = h.components.turnlog.get_turn(turn_id)["feedback"]
+    assert [(f["user"], f["value"]) for f in feedback] == [
+        ("UBOB", "helpful"), ("UCAROL", "not_helpful"), ("UBOB", "not_helpful")]
+    assert standin.calls("response_url") == [] and standin.calls("chat.postEphemeral") == []
+    assert len(standin.calls("chat.postMessage")) == 1  # only the placeholder, ever
+    why = h.sender.action(ACTION_WHY, turn_id, user=USER, channel=CHANNEL,
+                          response_url=standin.response_url("why"))
+    assert why.status == 200
+    h.drain()
+    assert "*Feedback:* 0 helpful, 2 not helpful" in block_text(standin.calls("response_url")[-1].params["blocks"])
+
+
+@pytest.mark.slow
+def test_a_vote_the_turn_log_cannot_take_is_said(standin, start_bot, small_store):
+    h = start_bot(small_store)
+    event = mention(standin, QUESTION)
+    h.sender.event(event)
+    h.drain()
+    message, _ = one_answer(standin, event)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("turn log down")
+
+    h.components.turnlog.add_feedback = broken
+    h.sender.action(ACTION_FEEDBACK, feedback_buttons(message["blocks"])["helpful"], user="UBOB",
+                    channel=CHANNEL, response_url=standin.response_url("vote"), message_ts=message["ts"])
+    h.drain()
+    (sorry,) = standin.calls("response_url")
+    assert "couldn't record your feedback" in sorry.params["text"]
+
+
+@pytest.mark.slow
+def test_legacy_feedback_buttons_of_older_answers_still_land_in_the_turn_log(standin, start_bot,
+                                                                            small_store):
+    h = start_bot(small_store)
+    event = mention(standin, QUESTION)
+    h.sender.event(event)
+    h.drain()
+    message, turn_id = one_answer(standin, event)
     for action_id, who in ((ACTION_FEEDBACK_UP, "UBOB"), (ACTION_FEEDBACK_DOWN, "UCAROL")):
-        click = h.sender.action(action_id, actions[action_id], user=who, channel=CHANNEL,
+        click = h.sender.action(action_id, turn_id, user=who, channel=CHANNEL,
                                 response_url=standin.response_url(), message_ts=message["ts"])
         assert click.status == 200
     h.drain()

@@ -6,8 +6,6 @@ import pytest
 
 from bot.slack.inbound import clean_question, parse_command
 from bot.slack.render import (
-    ACTION_FEEDBACK_DOWN,
-    ACTION_FEEDBACK_UP,
     ACTION_SHARE,
     ACTION_WHY,
 )
@@ -19,6 +17,7 @@ from tests.slack_harness import (
     USER,
     block_text,
     buttons,
+    feedback_buttons,
 )
 
 
@@ -37,7 +36,8 @@ def test_slash_command_acks_in_time_and_answers_through_response_url(standin, st
     assert answer.path == "/response/ask-1"
     assert answer.params["response_type"] == "ephemeral" and answer.params["replace_original"] is False
     actions = buttons(answer.params["blocks"])
-    assert set(actions) == {ACTION_SHARE, ACTION_FEEDBACK_UP, ACTION_FEEDBACK_DOWN, ACTION_WHY}
+    assert set(actions) == {ACTION_SHARE, ACTION_WHY}
+    assert set(feedback_buttons(answer.params["blocks"])) == {"helpful", "not_helpful"}
     turn_id = actions[ACTION_SHARE]
     text = block_text(answer.params["blocks"])
     assert "Release Train" in text and f"turn `{turn_id}`" in text and "*Q:* " + QUESTION in text

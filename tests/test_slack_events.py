@@ -10,8 +10,6 @@ import pytest
 
 from bot.slack.recall import TURN_EVENT
 from bot.slack.render import (
-    ACTION_FEEDBACK_DOWN,
-    ACTION_FEEDBACK_UP,
     ACTION_WHY,
 )
 from bot.testing.slack_standin import BOT_ID, BOT_USER_ID, SlackSender
@@ -25,6 +23,7 @@ from tests.slack_harness import (
     block_text,
     bot_replies,
     buttons,
+    feedback_buttons,
     mention,
     one_answer,
     posts_in_thread,
@@ -47,9 +46,12 @@ def test_a_mention_gets_exactly_one_threaded_reply_with_sources_and_turn_id(stan
     assert placeholder.params["metadata"]["event_type"] == "citebot_progress"
     text = block_text(message["blocks"])
     assert "Release Train" in text and "[1]" in text
-    assert "*Sources*" in text and "handbook/" in text and " — " in text  # source with heading path
+    assert "*Sources*" in text and "engineering/" in text and " — " in text  # source with heading path
     assert f"turn `{turn_id}`" in text
-    assert set(buttons(message["blocks"])) == {ACTION_FEEDBACK_UP, ACTION_FEEDBACK_DOWN, ACTION_WHY}
+    assert set(buttons(message["blocks"])) == {ACTION_WHY}
+    assert feedback_buttons(message["blocks"]) == {"helpful": f"helpful:{turn_id}",
+                                                   "not_helpful": f"not_helpful:{turn_id}"}
+    assert message["blocks"][-1]["type"] == "context_actions"  # the feedback controls close it
     assert message["metadata"]["event_type"] == TURN_EVENT
     assert message["metadata"]["event_payload"]["turn_id"] == turn_id
 

@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 
 from bot.answer.record import TurnRecord
 from bot.slack.render import (
-    ACTION_FEEDBACK_UP,
     ACTION_WHY,
     MESSAGE_BLOCKS_MAX,
     SECTION_TEXT_MAX,
@@ -19,6 +18,7 @@ from bot.slack.render import (
 from tests.slack_harness import (
     block_text,
     buttons,
+    feedback_buttons,
 )
 
 
@@ -50,7 +50,8 @@ def test_long_answers_split_cleanly_within_limits():
     assert " ".join(answer_sections[:60]).split() == " ".join([paragraph] * 60).split()
     assert all(s.endswith((".", "x")) for s in answer_sections[:-1])  # cut at sentence ends
     last = messages[-1].block_dicts()
-    assert last[-1]["type"] == "actions" and "turn `t-0123456789ab`" in block_text(last)
+    assert [b["type"] for b in last[-2:]] == ["actions", "context_actions"]
+    assert "turn `t-0123456789ab`" in block_text(last)
     assert "Part &lt;A&gt; › R&amp;D, p. 1" in block_text(last)  # the cited source only
     assert "doc-2.md" not in block_text(last)
 
@@ -87,4 +88,17 @@ def test_errors_and_refusals_render_with_turn_ids():
                                  passages=[{"number": 1, "source": "a.md", "heading_path": []}]))
     text = block_text(ref.block_dicts())
     assert "not covered by the collection" in text and "*Sources*" not in text
-    assert ACTION_FEEDBACK_UP in buttons(ref.block_dicts())
+    assert set(feedback_buttons(ref.block_dicts())) == {"helpful", "not_helpful"}
+    assert feedback_buttons(blocks) == {}  # an error gets no feedback controls
+
+
+def test_sources_become_links_with_a_url_template():
+    passages = [{"number": 1, "chunk_id": "c1", "source": "people/travel & per diem.md",
+                 "heading_path": ["Travel", "Per <diem>"], "page": None, "chars": 10}]
+    record = _record("It is 40 EUR [1].", passages=passages,
+                     citations=[{"marker": "[1]", "resolved": True, "retrieved": True}])
+    (plain,) = render_turn(record)
+    assert "*[1]* people/travel &amp; per diem.md — Travel › Per &lt;diem&gt;" in block_text(plain.block_dicts())
+    (linked,) = render_turn(record, url_template="https://wiki.example.com/docs/{path}")
+    assert ("<https://wiki.example.com/docs/people/travel%20%26%20per%20diem.md|[1] people/travel "
+            "&amp; per diem.md — Travel › Per &lt;diem&gt;>") in block_text(linked.block_dicts())

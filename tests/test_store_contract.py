@@ -317,3 +317,28 @@ def test_the_superseded_mark_survives_a_round_trip(backend, store):
     reader = backend.open()
     assert [c.superseded for c in reader.get_chunks([chunks[0].chunk_id])] == [True]
     assert all(not c.superseded for c in reader.iter_chunks() if c.source != "old.md")
+
+
+# -- collection statistics (the refusal gate's calibration) -----------------------------------
+def test_a_statistic_is_stored_with_the_collection_and_read_by_another_connection(store, backend):
+    from search import calibration
+
+    assert store.read_stat("gate_null") is None
+    null = calibration.calibrate(store, lambda texts: np.stack([unit(1, 1, 0, 0) for _ in texts]))
+    assert null is not None and null.n == calibration.NULL_QUESTIONS
+    reader = backend.open()
+    assert calibration.stored(reader) == null
+    assert reader.stamp() == STAMP  # the model stamp beside it is kept
+    reader.write_stat("other", {"x": 1})
+    assert calibration.stored(backend.open()) == null and backend.open().read_stat("other") == {"x": 1}
+
+
+def test_a_new_ingest_starts_without_the_old_statistics_on_elasticsearch(backend):
+    """Each Elasticsearch ingest builds a new index, so a stale calibration cannot outlive
+    the collection it measured; the embedded store keeps it until the pipeline replaces it."""
+    writer = backend.open()
+    fill(writer, ALL_DOCS[:1])
+    writer.write_stat("gate_null", {"version": 1, "mean": 0.4, "std": 0.1, "n": 64})
+    fill(writer, ALL_DOCS)
+    kept = backend.open().read_stat("gate_null")
+    assert kept is None if backend.name == "elasticsearch" else kept["mean"] == 0.4

@@ -42,10 +42,12 @@ class TurnRecord:
     channel: str | None = None
     thread: str | None = None
     surface: str = "cli"
+    scope: dict[str, Any] | None = None  # {"name", "sources"}: the scope it was answered under
     answer: str = ""
     raw_answer: str = ""
     refused: bool = False
     refusal_reason: str | None = None
+    refusal_stage: str | None = None  # "gate" (before composing) or "model" (it declined)
     unsupported: bool = False
     composer: str | None = None
     model: str | None = None

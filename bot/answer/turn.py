@@ -25,6 +25,7 @@ from bot.memory.turnlog import TurnLog
 from bot.metrics import BACKEND_ERRORS, FAILED_CHECKS, STAGE_SECONDS, TURNS
 from search.errors import CitebotError, SearchBackendError, StoreError
 from search.retrieve import Retrieval, Retriever
+from search.scope import Scope
 from search.text import content_words, words
 
 log = structlog.get_logger("citebot.turn")
@@ -98,13 +99,18 @@ class Answerer:
         channel: str | None = None,
         surface: str = "cli",
         turn_id: str | None = None,
+        scope: Scope | None = None,
     ) -> TurnRecord:
+        """One turn; under `scope` (a channel's), only passages the scope allows are
+        retrieved, shown or given to the composer."""
         started = time.perf_counter()
         record = new_record(question, turn_id=turn_id, user=user, channel=channel,
                             thread=thread_key, surface=surface)
+        if scope is not None:
+            record.scope = {"name": scope.name, "sources": list(scope.globs)}
         structlog.contextvars.bind_contextvars(turn_id=record.turn_id)
         try:
-            self._run(record, thread_key)
+            self._run(record, thread_key, scope)
         except Exception as exc:  # noqa: BLE001 - the edge of a turn: record it, say it
             fail(record, exc)
         record.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 2)
@@ -112,7 +118,7 @@ class Answerer:
         structlog.contextvars.unbind_contextvars("turn_id")
         return record
 
-    def _run(self, record: TurnRecord, thread_key: str | None) -> None:
+    def _run(self, record: TurnRecord, thread_key: str | None, scope: Scope | None = None) -> None:
         history = self.state.history(thread_key) if thread_key else []
         t = time.perf_counter()
         if self.condenser is not None and history:
@@ -121,7 +127,7 @@ class Answerer:
             record.condensed_query = condense(record.question, history)
         record.timings_ms["condense"] = round((time.perf_counter() - t) * 1000, 2)
 
-        retrieval = self.retriever.retrieve(record.condensed_query)
+        retrieval = self.retriever.retrieve(record.condensed_query, scope=scope)
         record.timings_ms.update({f"retrieve_{k}": v for k, v in retrieval.timings_ms.items()})
         record.candidates = [
             {"chunk_id": h.chunk.chunk_id, "source": h.chunk.source, "score": h.score,
@@ -137,6 +143,7 @@ class Answerer:
         if reason:
             record.refused = True
             record.refusal_reason = reason
+            record.refusal_stage = "gate"
             record.answer = record.raw_answer = refusal_text(reason, retrieval)
             record.composer = "gate"
             self._remember(record, thread_key)
@@ -145,7 +152,7 @@ class Answerer:
         terms = content_words(record.condensed_query)
         passages = select_passages(
             retrieval.hits, self.passage_count,
-            widen=lambda c: self.retriever.boundary_neighbour(c, terms),
+            widen=lambda c: self.retriever.boundary_neighbour(c, terms, scope),
         )
         record.passages = [
             {"number": p.number, "chunk_id": p.chunk.chunk_id, "source": p.chunk.source,
@@ -167,6 +174,7 @@ class Answerer:
         if comp.refused:
             record.refused = True
             record.refusal_reason = comp.refusal_reason or "the composer declined"
+            record.refusal_stage = "model" if comp.model else comp.composer
             record.answer = refusal_text(record.refusal_reason, retrieval)
             self._remember(record, thread_key)
             return
@@ -260,7 +268,8 @@ def log_turn(turnlog: TurnLog, record: TurnRecord) -> None:
     log.info(
         "turn", question_words=len(words(record.question)), surface=record.surface,
         user=record.user, channel=record.channel, refused=record.refused,
-        refusal_reason=record.refusal_reason, composer=record.composer, model=record.model,
+        refusal_reason=record.refusal_reason, refusal_stage=record.refusal_stage,
+        composer=record.composer, model=record.model,
         citations=len(record.citations),
         failed_checks=sum(1 for q in record.quotes if not q["verified"])
         + sum(1 for c in record.citations if not (c["resolved"] and c["retrieved"])),

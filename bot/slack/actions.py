@@ -11,11 +11,17 @@ from datetime import UTC, datetime
 import structlog
 from slack_bolt import Respond
 
-from bot.answer.record import LoggedTurn
+from bot.answer.record import LoggedTurn, TurnRecord
 from bot.memory.turnlog import TurnLog
 from bot.slack.delivery import Delivery
-from bot.slack.inbound import SURFACE_COMMAND, Question
-from bot.slack.render import escape, render_explanation, render_notice, render_turn
+from bot.slack.inbound import PUBLIC_SURFACES, SURFACE_COMMAND, Question
+from bot.slack.render import (
+    escape,
+    parse_feedback,
+    render_explanation,
+    render_notice,
+    render_turn,
+)
 
 log = structlog.get_logger("citebot.slack")
 
@@ -24,14 +30,29 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def may_explain(record: TurnRecord, user: str | None, channel: str | None) -> bool:
+    """Whether a person may see why a turn said what it did: their own turn, or one that
+    was posted for everyone in the channel they ask from."""
+    if user and record.user == user:
+        return True
+    return bool(channel) and record.channel == channel and record.surface in PUBLIC_SURFACES
+
+
+def may_share(record: TurnRecord, user: str | None, channel: str | None) -> bool:
+    """Only the asker shares a private answer, and only where it was asked."""
+    return bool(user) and record.user == user and bool(channel) and record.channel == channel
+
+
 class TurnActions:
     def __init__(self, delivery: Delivery, turnlog: TurnLog, command: str) -> None:
         self.delivery = delivery
         self.turnlog = turnlog
         self.command = command
 
-    def explain(self, turn_id: str, respond: Respond) -> None:
-        """`/ask why` and the Why button: the turn's explanation from the turn log."""
+    def explain(self, turn_id: str, respond: Respond, user: str | None = None,
+                channel: str | None = None) -> None:
+        """`/ask why` and the Why button: the turn's explanation from the turn log, for the
+        person who asked it or the channel it was answered in (may_explain)."""
         if not turn_id:
             self.delivery.respond(respond, render_notice(
                 "I have no earlier answer of yours to explain — ask me something first, or give a "
@@ -50,12 +71,27 @@ class TurnActions:
             self.delivery.respond(respond, render_notice(
                 f"Turn `{escape(turn_id)}` is not in the turn log (it may have expired)."))
             return
-        self.delivery.respond(respond, render_explanation(LoggedTurn.from_log(raw)))
+        turn = LoggedTurn.from_log(raw)
+        if not may_explain(turn.record, user, channel):
+            log.warning("turn_explain_refused", owner=turn.record.user, owner_channel=turn.record.channel)
+            self.delivery.respond(respond, render_notice(
+                f"Turn `{escape(turn_id)}` was asked by someone else, somewhere you may not "
+                "see, so I won't explain it here. "
+                f"`{escape(self.command)} why` explains your own last answer."))
+            return
+        self.delivery.respond(respond, render_explanation(turn))
         log.info("turn_explained")
 
-    def feedback(self, turn_id: str, user: str | None, value: str, respond: Respond) -> None:
-        """A 👍/👎 click, into the turn log beside the turn."""
+    def feedback(self, turn_id: str, user: str | None, value: str, respond: Respond,
+                 *, quiet: bool = False) -> None:
+        """A vote, into the turn log beside the turn. One vote per person and turn: a second
+        click that changes it is recorded (the latest counts, bot.slack.render.current_votes);
+        one that repeats it is not. `quiet` (Slack's native feedback buttons, which show the
+        choice themselves): no message is posted, unless the vote could not be recorded."""
         try:
+            if self._repeats(turn_id, user, value):
+                log.info("feedback_unchanged", value=value)
+                return
             self.turnlog.add_feedback(turn_id, _now(), user, value)
         except Exception as exc:  # noqa: BLE001 - tell the person, keep the cause in the log
             log.error("feedback_not_recorded", error=str(exc))
@@ -63,9 +99,28 @@ class TurnActions:
                 "Sorry — I couldn't record your feedback: the turn log is unavailable.", turn_id))
             return
         log.info("feedback_recorded", value=value)
+        if quiet:
+            return
         thanks = "Thanks — noted that this answer helped." if value == "helpful" else (
             "Thanks — noted that this answer did not help; it will be reviewed.")
         self.delivery.respond(respond, render_notice(thanks, turn_id))
+
+    def native_feedback(self, value: str, user: str | None, respond: Respond) -> None:
+        """Slack's feedback_buttons: the vote recorded, nothing posted (the buttons show it)."""
+        parsed = parse_feedback(value)
+        if parsed is None:
+            log.warning("feedback_value_unknown", value=value[:80])
+            return
+        vote, turn_id = parsed
+        structlog.contextvars.bind_contextvars(turn_id=turn_id)
+        self.feedback(turn_id, user, vote, respond, quiet=True)
+
+    def _repeats(self, turn_id: str, user: str | None, value: str) -> bool:
+        raw = self.turnlog.get_turn(turn_id)
+        if raw is None:
+            return False
+        latest = [f.get("value") for f in raw.get("feedback") or [] if f.get("user") == user]
+        return bool(latest) and latest[-1] == value
 
     def share(self, turn_id: str, user: str | None, channel: str | None, respond: Respond) -> None:
         """The Share button of an ephemeral answer: the answer, posted in the channel."""
@@ -80,10 +135,16 @@ class TurnActions:
                 "share it. Ask again in the channel by mentioning me."))
             return
         record = LoggedTurn.from_log(raw).record
+        if not may_share(record, user, channel):
+            log.warning("turn_share_refused", owner=record.user, owner_channel=record.channel)
+            self.delivery.respond(respond, render_notice(
+                f"Only the person who asked turn `{escape(turn_id)}` can share it, and only in "
+                "the channel where it was asked."))
+            return
         where = Question(text=record.question, user=user, channel=channel or "",
                          surface=SURFACE_COMMAND, reply_thread_ts=None, thread_key=None)
         shared = True
-        for message in render_turn(record, shared_by=user):
+        for message in render_turn(record, shared_by=user, url_template=self.delivery.url_template):
             shared = self.delivery.respond(respond, message, response_type="in_channel") and shared
         if not shared:
             self.delivery.respond(respond, render_notice(

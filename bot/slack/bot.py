@@ -26,7 +26,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,11 +40,12 @@ from bot.memory.state import ConversationState
 from bot.memory.turnlog import TurnLog
 from bot.metrics import DEDUPE_HITS, RATE_LIMITED
 from bot.slack.actions import TurnActions
-from bot.slack.client import bolt_logger
+from bot.slack.client import bolt_logger, retry_budget
 from bot.slack.dedupe import Deduper
 from bot.slack.delivery import Delivery, failure_notice
 from bot.slack.inbound import (
     SURFACE_COMMAND,
+    SURFACE_EPHEMERAL,
     SURFACE_THREAD,
     Identity,
     Question,
@@ -55,8 +56,9 @@ from bot.slack.inbound import (
 from bot.slack.pool import LISTENER_WORKERS, TURN_WORKERS, WorkPool
 from bot.slack.ratelimit import RateDecision, RateLimiter
 from bot.slack.recall import ThreadRecall
-from bot.slack.recent import RecentTurns
+from bot.slack.recent import RecentTurns, last_turn, remember_turn
 from bot.slack.render import (
+    ACTION_FEEDBACK,
     ACTION_FEEDBACK_DOWN,
     ACTION_FEEDBACK_UP,
     ACTION_SHARE,
@@ -68,6 +70,7 @@ from bot.slack.render import (
     render_notice,
     render_turn,
 )
+from bot.slack.scopes import Admission, ChannelPolicy, Scopes, not_here
 from search.errors import CitebotError, ConfigError
 
 log = structlog.get_logger("citebot.slack")
@@ -90,6 +93,7 @@ class BotConfig:
     socket_mode: bool = False
     listener_workers: int = LISTENER_WORKERS
     turn_workers: int = TURN_WORKERS
+    source_url: str | None = None  # CITEBOT_SOURCE_URL
 
 
 class SlackBot:
@@ -109,6 +113,7 @@ class SlackBot:
         deduper: Deduper,
         limiter: RateLimiter,
         recent: RecentTurns,
+        scopes: Scopes | None = None,
     ) -> None:
         if config.signing_secret is None and not config.socket_mode:
             raise ConfigError(
@@ -122,8 +127,10 @@ class SlackBot:
         self.deduper = deduper
         self.limiter = limiter
         self.recent = recent
+        self.scopes = scopes or Scopes.everything()
+        self.admission = Admission(client)
         self.command = config.slash_command
-        self.delivery = Delivery(client)
+        self.delivery = Delivery(client, config.source_url)
         self.recall = ThreadRecall(client, state, identity)
         self.actions = TurnActions(self.delivery, turnlog, config.slash_command)
         self.pool = WorkPool(config.listener_workers, "citebot-listener")
@@ -146,6 +153,7 @@ class SlackBot:
         app.command(self.command)(ack=self._ack_command, lazy=[self._on_command])
         app.action(re.compile(f"^({ACTION_FEEDBACK_UP}|{ACTION_FEEDBACK_DOWN})$"))(
             ack=_ack, lazy=[self._on_feedback])
+        app.action(ACTION_FEEDBACK)(ack=_ack, lazy=[self._on_native_feedback])
         app.action(ACTION_SHARE)(ack=_ack, lazy=[self._on_share])
         app.action(ACTION_WHY)(ack=_ack, lazy=[self._on_why])
 
@@ -172,11 +180,14 @@ class SlackBot:
 
     @contextmanager
     def _job(self, **binds: Any) -> Iterator[None]:
-        """Fresh log context per piece of work; nothing escapes unlogged."""
+        """Fresh log context per piece of work; nothing escapes unlogged. The work, and the
+        turn it hands on (which runs in a copy of this context), share one allowance for
+        waiting on Slack's rate limits and server errors (bot.slack.client.retry_budget)."""
         structlog.contextvars.clear_contextvars()
         structlog.contextvars.bind_contextvars(**{k: v for k, v in binds.items() if v is not None})
         try:
-            yield
+            with retry_budget():
+                yield
         except Exception:  # the edge: a worker thread must never die silently
             log.exception("slack_handler_failed")
         finally:
@@ -188,7 +199,8 @@ class SlackBot:
         with self._job(channel=channel, event_id=body.get("event_id")):
             if channel.startswith("D") or self.identity.from_a_bot(event):
                 return  # DMs arrive as message.im; bots never trigger a turn
-            self._answer(mention_question(event, body.get("event_id"), _retry_num(request)))
+            q = mention_question(event, body.get("event_id"), _retry_num(request))
+            self._answer(replace(q, shared=bool(body.get("is_ext_shared_channel"))))
 
     def _on_message(self, body: dict, event: dict, request: BoltRequest) -> None:
         channel = event.get("channel", "")
@@ -201,7 +213,7 @@ class SlackBot:
                 return
             if question.surface == SURFACE_THREAD and not self.recall.recall(question):
                 return  # not a thread citebot has answered in
-            self._answer(question)
+            self._answer(replace(question, shared=bool(body.get("is_ext_shared_channel"))))
 
     def _claim(self, q: Question) -> bool:
         """First delivery wins: the event id (retries), then the message (one post, two events)."""
@@ -249,30 +261,55 @@ class SlackBot:
                     f"Ask me a question after the mention, e.g. _@citebot how often does the release "
                     f"train leave?_ — or type `{escape(self.command)} help`.", turn_id))
                 return
+            policy = self.scopes.for_channel(q.channel, q.user)
+            refusal = not_here(policy, q.shared)
+            if refusal:
+                log.info("slack_not_answered_here", reason=refusal, reply=policy.reply)
+                self.delivery.post_ephemeral(q, render_notice(refusal, turn_id))
+                return
             decision = self._rate(q.user)
             if not decision.allowed:
                 RATE_LIMITED.inc()
                 log.info("slack_rate_limited", retry_after_s=decision.retry_after_s)
                 self.delivery.post_ephemeral(q, self._rate_notice(decision, turn_id))
                 return
+            if policy.reply == "ephemeral":
+                # Only the asker sees it; the thread's state is theirs alone.
+                q = replace(q, surface=SURFACE_EPHEMERAL,
+                            thread_key=f"{q.thread_key}:{q.user}" if q.thread_key else None)
+                self.turns.submit(contextvars.copy_context().run, self._finish_ephemeral, q,
+                                  turn_id, policy)
+                return
             progress_ts = self.delivery.progress(q, turn_id)
-            self.turns.submit(contextvars.copy_context().run, self._finish, q, turn_id, progress_ts)
+            self.turns.submit(contextvars.copy_context().run, self._finish, q, turn_id, progress_ts,
+                              policy)
         except Exception as exc:  # noqa: BLE001 - the edge: said in Slack, logged with its trace
             self.delivery.failure(q, turn_id, exc, None)
 
-    def _finish(self, q: Question, turn_id: str, progress_ts: str | None) -> None:
+    def _finish(self, q: Question, turn_id: str, progress_ts: str | None,
+                policy: ChannelPolicy | None = None) -> None:
         """The heavy part of a turn, on the turn pool, in the log context of its event."""
         try:
             if q.in_thread and q.surface != SURFACE_THREAD:
                 self.recall.recall(q)  # a mention inside an older thread: bring its turns back
-            record = self._run_turn(q, turn_id)
+            record = self._run_turn(q, turn_id, policy)
             structlog.contextvars.bind_contextvars(turn_id=turn_id)  # the turn unbinds its own
             self.delivery.turn(q, record, progress_ts)
             self._remember(q.user, turn_id)
         except Exception as exc:  # noqa: BLE001 - the edge: said in Slack, logged with its trace
             self.delivery.failure(q, turn_id, exc, progress_ts)
 
-    def _run_turn(self, q: Question, turn_id: str) -> TurnRecord:
+    def _finish_ephemeral(self, q: Question, turn_id: str, policy: ChannelPolicy) -> None:
+        """A turn in an "ephemeral" channel: the answer, with Share, seen by the asker only."""
+        try:
+            record = self._run_turn(q, turn_id, policy)
+            structlog.contextvars.bind_contextvars(turn_id=turn_id)
+            self.delivery.private_turn(q, record)
+            self._remember(q.user, turn_id)
+        except Exception as exc:  # noqa: BLE001 - the edge: said to the asker, logged with its trace
+            self.delivery.private_failure(q, turn_id, exc)
+
+    def _run_turn(self, q: Question, turn_id: str, policy: ChannelPolicy | None = None) -> TurnRecord:
         """The turn; when the pipeline cannot even be built (store empty, search or model
         unavailable), a failed turn recorded and shown like any other."""
         try:
@@ -280,16 +317,12 @@ class SlackBot:
         except Exception as exc:  # noqa: BLE001 - the one failure path records it
             return failed_turn(self.turnlog, q.text, exc, turn_id=turn_id, user=q.user,
                                channel=q.channel, thread=q.thread_key, surface=q.surface)
+        policy = policy or self.scopes.for_channel(q.channel, q.user)
         return answerer.ask(q.text, thread_key=q.thread_key, user=q.user, channel=q.channel,
-                            surface=q.surface, turn_id=turn_id)
+                            surface=q.surface, turn_id=turn_id, scope=policy.scope)
 
     def _remember(self, user: str | None, turn_id: str) -> None:
-        if not user:
-            return
-        try:
-            self.recent.remember(user, turn_id)
-        except CitebotError as exc:
-            log.warning("last_turn_not_remembered", error=str(exc))
+        remember_turn(self.recent, user, turn_id)
 
     # -- the slash command -------------------------------------------------------------------
     def _ack_command(self, ack: Ack, command: dict) -> None:
@@ -310,39 +343,39 @@ class SlackBot:
             if parsed.kind == "help":
                 return  # the ack carried the help
             if parsed.kind == "why":
-                self.actions.explain(parsed.argument or self._last_turn(user), respond)
+                self.actions.explain(parsed.argument or last_turn(self.recent, user), respond, user, channel)
                 return
             turn_id = new_turn_id()
             structlog.contextvars.bind_contextvars(turn_id=turn_id)
             q = Question(text=parsed.argument, user=user, channel=channel, surface=SURFACE_COMMAND,
                          reply_thread_ts=None, thread_key=None)
+            policy = self.scopes.for_channel(channel, user)
+            refusal = not_here(policy, not policy.shared and self.admission.shared(channel))
+            if refusal:
+                log.info("slack_not_answered_here", reason=refusal, reply=policy.reply)
+                self.delivery.respond(respond, render_notice(refusal, turn_id), q)
+                return
             decision = self._rate(user)
             if not decision.allowed:
                 RATE_LIMITED.inc()
                 log.info("slack_rate_limited", retry_after_s=decision.retry_after_s)
                 self.delivery.respond(respond, self._rate_notice(decision, turn_id), q)
                 return
-            self.turns.submit(contextvars.copy_context().run, self._finish_command, q, turn_id, respond)
+            self.turns.submit(contextvars.copy_context().run, self._finish_command, q, turn_id, respond,
+                              policy)
 
-    def _finish_command(self, q: Question, turn_id: str, respond: Respond) -> None:
+    def _finish_command(self, q: Question, turn_id: str, respond: Respond,
+                        policy: ChannelPolicy | None = None) -> None:
         try:
-            record = self._run_turn(q, turn_id)
+            record = self._run_turn(q, turn_id, policy)
             structlog.contextvars.bind_contextvars(turn_id=turn_id)
-            for message in render_turn(record, ephemeral=True, show_question=True):
+            for message in render_turn(record, ephemeral=True, show_question=True,
+                                       url_template=self.delivery.url_template):
                 self.delivery.respond(respond, message, q)
             self._remember(q.user, turn_id)
         except Exception as exc:
             log.error("slack_turn_failed", error=str(exc), exc_info=exc)
             self.delivery.respond(respond, failure_notice(exc, turn_id), q)
-
-    def _last_turn(self, user: str | None) -> str:
-        if not user:
-            return ""
-        try:
-            return self.recent.last(user) or ""
-        except CitebotError as exc:
-            log.warning("last_turn_unavailable", error=str(exc))
-            return ""
 
     # -- buttons -----------------------------------------------------------------------------
     def _on_feedback(self, body: dict, action: dict, respond: Respond) -> None:
@@ -351,10 +384,16 @@ class SlackBot:
         with self._job(turn_id=turn_id, user=user, channel=(body.get("channel") or {}).get("id")):
             self.actions.feedback(turn_id, user, FEEDBACK_VALUES[action["action_id"]], respond)
 
+    def _on_native_feedback(self, body: dict, action: dict, respond: Respond) -> None:
+        user = (body.get("user") or {}).get("id")
+        with self._job(user=user, channel=(body.get("channel") or {}).get("id")):
+            self.actions.native_feedback(str(action.get("value", "")), user, respond)
+
     def _on_why(self, body: dict, action: dict, respond: Respond) -> None:
         user = (body.get("user") or {}).get("id")
         with self._job(user=user, channel=(body.get("channel") or {}).get("id")):
-            self.actions.explain(str(action.get("value", "")), respond)
+            self.actions.explain(str(action.get("value", "")), respond, user,
+                                 (body.get("channel") or {}).get("id"))
 
     def _on_share(self, body: dict, action: dict, respond: Respond) -> None:
         turn_id = str(action.get("value", ""))

@@ -26,8 +26,9 @@ def failure_notice(exc: BaseException, turn_id: str) -> SlackMessage:
 
 
 class Delivery:
-    def __init__(self, client: WebClient) -> None:
+    def __init__(self, client: WebClient, url_template: str | None = None) -> None:
         self.client = client
+        self.url_template = url_template  # CITEBOT_SOURCE_URL: sources become links
 
     def post(self, q: Question, message: SlackMessage, metadata: dict | None = None) -> str | None:
         r = self.client.chat_postMessage(
@@ -52,7 +53,7 @@ class Delivery:
 
     def turn(self, q: Question, record: TurnRecord, progress_ts: str | None) -> None:
         """The answer in place of the placeholder (or fresh), then any further messages."""
-        messages = render_turn(record)
+        messages = render_turn(record, url_template=self.url_template)
         metadata = {"event_type": TURN_EVENT, "event_payload": {
             "turn_id": record.turn_id, "question": record.question,
             "condensed_query": record.condensed_query, "error": bool(record.error),
@@ -86,6 +87,24 @@ class Delivery:
                                         blocks=notice.block_dicts())
             else:
                 self.post(q, notice)
+            return
+        except SLACK_ERRORS as post_exc:
+            log.warning("slack_reply_failed", error=slack_failed(post_exc))
+        try:  # another method, another rate limit: the asker still hears of it
+            self.post_ephemeral(q, notice)
+        except SLACK_ERRORS as post_exc:
+            log.error("slack_reply_failed", error=slack_failed(post_exc))
+
+    def private_turn(self, q: Question, record: TurnRecord) -> None:
+        """The answer, with a Share button, as ephemeral messages to the asker."""
+        for message in render_turn(record, ephemeral=True, show_question=True,
+                                   url_template=self.url_template):
+            self.post_ephemeral(q, message)
+
+    def private_failure(self, q: Question, turn_id: str, exc: BaseException) -> None:
+        log.error("slack_turn_failed", error=slack_failed(exc), exc_info=exc)
+        try:
+            self.post_ephemeral(q, failure_notice(exc, turn_id))
         except SLACK_ERRORS as post_exc:
             log.error("slack_reply_failed", error=slack_failed(post_exc))
 

@@ -15,9 +15,41 @@ SURFACE_MENTION = "slack_mention"
 SURFACE_THREAD = "slack_thread"
 SURFACE_DM = "slack_dm"
 SURFACE_COMMAND = "slack_command"
+SURFACE_EPHEMERAL = "slack_ephemeral"  # a mention in a channel whose reply mode is "ephemeral"
+# Turns everyone in the channel saw: anyone there may ask why they said what they did.
+PUBLIC_SURFACES = (SURFACE_MENTION, SURFACE_THREAD)
 
 _MENTION = re.compile(r"<[@#!][^>]*>")
 _LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]+))?>")
+# Slack wording, taken out before retrieval (a question is searched by its words, and
+# "hey", ":pray:" or a pasted stack trace's punctuation are not the question's words):
+_FENCE = re.compile(r"```(.*?)(?:```|$)", re.DOTALL)
+_CODE = re.compile(r"`([^`\n]+)`")
+# :emoji: and :emoji::skin-tone-2:, but never "10:30:00" (a name holds a letter).
+_EMOJI = re.compile(r":(?=[a-z0-9_+'-]*[a-z])[a-z0-9_+'-]+:", re.IGNORECASE)
+# *bold*, _italic_, ~strike~ markers at word edges (max_connections keeps its underscore).
+_EMPHASIS = re.compile(r"(?<![\w*_~])([*_~])(?=\S)(.+?)(?<=\S)\1(?![\w*_~])")
+_QUOTE = re.compile(r"^\s*(?:&gt;|>)\s?", re.MULTILINE)
+# Opening and closing filler: "hey @citebot quick q:", "sorry to bother, …", "… thanks!".
+_P = r"[\s,:;!.\-–—]"  # punctuation and spaces after filler
+_FILLER_START = re.compile(
+    r"^(?:"
+    rf"(?:hey|heya|hi|hiya|hello|yo|morning|good (?:morning|afternoon|evening))"
+    rf"(?:\s+(?:all|team|folks|everyone|there|y'all|@?citebot))?\b{_P}*"  # a greeting
+    rf"|@?citebot\b{_P}*"                                              # the name typed out
+    rf"|(?:(?:quick|random|dumb|silly|stupid|noob|small|tiny)\s+)?(?:q|qq|question|query)"
+    rf"\s*[:,\-–—]+\s*"                                                 # "quick q:"
+    rf"|sorry to bother(?: you)?\b{_P}*"
+    rf"|(?:(?:ok|okay|so|um+|uh+)\b\s*)+[,:;!.\-–—]+\s*"                  # "ok so," "um,"
+    r")+", re.IGNORECASE)
+_FILLER_END = re.compile(r"[\s,;.!\-–—]*\b(?:thanks?(?: a lot| so much)?|thx|ty|cheers|pls|please"
+                         r"|tia)[\s!.]*$", re.IGNORECASE)
+# In a fenced block (a pasted log, config or trace) only identifier-like tokens are kept:
+# snake_case, dotted.names, CamelCase, ALL_CAPS, codes with digits, --flags.
+_IDENTIFIER = re.compile(
+    r"--?[A-Za-z][\w-]+|[A-Za-z_][\w]*(?:[._:/-][A-Za-z_0-9][\w]*)+|[A-Za-z]+\d\w*|\d+[A-Za-z]\w*"
+    r"|[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*|[A-Z][A-Z0-9_]{1,}|\w+_\w+")
+FENCE_IDENTIFIERS_MAX = 12
 _WHY = re.compile(r"why(?:\s+(t-[0-9a-f]{6,32}))?\s*[?.!]?", re.IGNORECASE)
 _HELP_WORDS = {"", "help", "?", "-h", "--help"}
 
@@ -54,6 +86,7 @@ class Question:
     message_ts: str | None = None
     event_id: str | None = None
     retry_num: str | None = None
+    shared: bool = False  # the channel is shared with another organisation (Slack Connect)
 
     @property
     def in_thread(self) -> bool:
@@ -68,11 +101,37 @@ class Command:
     argument: str = ""
 
 
+def _fence_terms(block: str) -> str:
+    """The identifiers of a fenced block, in order, without repeats (at most a dozen)."""
+    seen: dict[str, None] = {}
+    for m in _IDENTIFIER.finditer(unescape(block)):
+        seen.setdefault(m.group(0), None)
+    return " ".join(list(seen)[:FENCE_IDENTIFIERS_MAX])
+
+
 def clean_question(text: str) -> str:
-    """The question without user, channel and special mentions, links as their labels."""
-    text = _MENTION.sub(" ", text or "")
+    """The question as a person would say it: without user, channel and special mentions,
+    links as their labels, no :emoji:, emphasis markers or quote marks, inline `code` as its
+    text, a fenced block as the identifiers it holds, and no "hey @citebot quick q:" or
+    "thanks!" around it."""
+    text = _FENCE.sub(lambda m: " " + _fence_terms(m.group(1)) + " ", text or "")
+    codes: list[str] = []
+
+    def keep(m: re.Match[str]) -> str:  # code is verbatim: no emoji or emphasis rules inside
+        codes.append(m.group(1))
+        return f"\x00{len(codes) - 1}\x00"
+
+    text = _CODE.sub(keep, text)
+    text = _MENTION.sub(" ", text)
     text = _LINK.sub(lambda m: m.group(2) or m.group(1), text)
-    return " ".join(unescape(text).split())
+    text = _EMOJI.sub(" ", text)
+    text = _QUOTE.sub("", text)
+    for _ in range(2):  # *_nested_* emphasis
+        text = _EMPHASIS.sub(lambda m: m.group(2), text)
+    text = re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], text)
+    text = " ".join(unescape(text).split())
+    stripped = _FILLER_END.sub("", _FILLER_START.sub("", text)).strip()
+    return stripped if stripped else text
 
 
 def parse_command(text: str) -> Command:

@@ -7,8 +7,12 @@ from collections import OrderedDict
 from typing import Protocol
 
 import redis
+import structlog
 
 from bot.memory.redis import redis_errors
+from search.errors import CitebotError
+
+log = structlog.get_logger("citebot.slack")
 
 # A month: "why did it say that?" comes soon after the answer, or not at all.
 LAST_TURN_TTL_S = 30 * 24 * 3600
@@ -57,3 +61,24 @@ class RedisRecentTurns:
         with redis_errors("read the last turn"):
             raw = self.client.get(self.prefix + user)
         return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def remember_turn(recent: RecentTurns, user: str | None, turn_id: str) -> None:
+    """Note a person's last turn; an unavailable store costs `/ask why` its default only."""
+    if not user:
+        return
+    try:
+        recent.remember(user, turn_id)
+    except CitebotError as exc:
+        log.warning("last_turn_not_remembered", error=str(exc))
+
+
+def last_turn(recent: RecentTurns, user: str | None) -> str:
+    """A person's last turn id, or "" (none, or the store is unavailable)."""
+    if not user:
+        return ""
+    try:
+        return recent.last(user) or ""
+    except CitebotError as exc:
+        log.warning("last_turn_unavailable", error=str(exc))
+        return ""

