@@ -11,14 +11,20 @@ import logging
 import sys
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from bot.logs import configure
-from bot.settings import Settings, load_settings
-from bot.wiring import Components
 from search.errors import CitebotError
-from search.retrieve import MODES
+
+if TYPE_CHECKING:
+    from bot.settings import Settings
+    from bot.wiring import Components
+
+# The retrieval modes (search.retrieve.MODES; tests/test_extractive.py checks they agree).
+# Spelled here so `citebot --help` imports neither numpy nor the retriever: a command
+# imports only what it uses (see bot/wiring.py).
+MODES = ("dense", "lexical", "hybrid")
 
 
 def _emit(obj: object) -> None:
@@ -27,7 +33,9 @@ def _emit(obj: object) -> None:
 
 class _Context:
     def __init__(self, settings: Settings) -> None:
-        self.components = Components(settings)
+        from bot.wiring import Components
+
+        self.components: Components = Components(settings)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,6 +44,9 @@ class _Context:
 @click.pass_context
 def cli(ctx: click.Context, store: Path | None) -> None:
     """citebot: answers from your documents, every claim cited and checked."""
+    from bot.logs import configure
+    from bot.settings import load_settings
+
     overrides = {"store": store} if store else {}
     settings = load_settings(**overrides)
     configure(settings.log_format)
@@ -209,17 +220,31 @@ def chat(obj: _Context) -> None:
               help="Compare two configurations, e.g. --compare hybrid-aliases hybrid "
                    "(mode, then +/-aliases, typos, rare, phrase, rerank, widen): each metric "
                    "with B - A and a paired-bootstrap 95% interval (10,000 resamples).")
+@click.option("--answers", is_flag=True,
+              help="Also run the whole turn per item (a fresh thread each) and measure what "
+                   "the answer quotes: a label given, a label quoted.")
 @click.option("--json", "as_json", is_flag=True, help="Per-item JSON lines, then the summary.")
 @click.pass_obj
 def eval_cmd(obj: _Context, file: Path, mode: str, split: str, compare: tuple[str, str] | None,
-             as_json: bool) -> None:
-    """Quality figures for a labelled set: Recall@1/5, MRR, refusal accuracy, per kind."""
+             answers: bool, as_json: bool) -> None:
+    """Quality figures for a labelled set: Recall@1/5, MRR, refusal accuracy, per kind;
+    with --answers, how often the answer quotes the labelled passage."""
     from dataclasses import replace
 
     from bot.answer.gate import Gate
+    from bot.evaluate import (
+        MemoryTurnLog,
+        load_items,
+        outcome_json,
+        parse_config,
+        run_answer_item,
+        run_item,
+        summarise,
+    )
     from bot.evaluate import compare as compare_outcomes
-    from bot.evaluate import load_items, outcome_json, parse_config, run_item, summarise
 
+    if answers and compare:
+        raise click.UsageError("--answers and --compare do not combine: run --answers per configuration")
     items = load_items(file, split)
     if not items:
         raise click.UsageError(f"{file} has no items in split {split!r}")
@@ -243,19 +268,32 @@ def eval_cmd(obj: _Context, file: Path, mode: str, split: str, compare: tuple[st
                        f"[{f['ci95'][0]:+.3f}, {f['ci95'][1]:+.3f}]")
         return
     retriever = c.retriever(replace(base, mode=mode))
-    outcomes = [run_item(item, retriever, gate, mode) for item in items]
+    if answers:
+        # One log line per eval turn would bury the figures; the turns are the items' JSON.
+        logging.getLogger("citebot.turn").setLevel(logging.WARNING)
+        answerer = c.make_answerer(retriever, MemoryTurnLog())
+        outcomes = [run_answer_item(item, retriever, answerer, gate, mode) for item in items]
+    else:
+        outcomes = [run_item(item, retriever, gate, mode) for item in items]
     summary = summarise(outcomes)
     if as_json:
         for o in outcomes:
             _emit(outcome_json(o))
-        _emit({"summary": summary, "mode": mode, "split": split})
+        _emit({"summary": summary, "mode": mode, "split": split, "answers": answers})
         return
     click.echo(f"mode={mode} split={split} items={len(items)}")
-    click.echo(f"{'':14}{'n':>4}{'R@1':>7}{'R@5':>7}{'MRR':>7}{'refusal':>9}")
+    head = f"{'':14}{'n':>4}{'R@1':>7}{'R@5':>7}{'MRR':>7}{'refusal':>9}"
+    if answers:
+        head += f"{'quoted':>8}{'given':>7}{'q|given':>9}"
+    click.echo(head)
     rows = [("all", summary["all"])] + list(summary["by_split"].items()) + list(summary["by_kind"].items())
     for name, f in rows:
-        click.echo(f"{name:14}{f['n']:>4}{f['recall@1']:>7.3f}{f['recall@5']:>7.3f}{f['mrr']:>7.3f}"
-                   f"{f['refusal_accuracy']:>9.3f}")
+        line = (f"{name:14}{f['n']:>4}{f['recall@1']:>7.3f}{f['recall@5']:>7.3f}{f['mrr']:>7.3f}"
+                f"{f['refusal_accuracy']:>9.3f}")
+        if answers and f["answerable"]:
+            line += (f"{f['quotes_label_rate']:>8.3f}{f['label_given']:>7}"
+                     f"{f['quoted_when_given_rate']:>9.3f}")
+        click.echo(line)
 
 
 @cli.group()

@@ -1,21 +1,32 @@
-"""The eval harness: Recall@k, MRR and refusal accuracy on a labelled JSONL set.
+"""The eval harness: Recall@k, MRR and refusal accuracy on a labelled JSONL set, and
+with answers on, what the whole turn quoted.
 
 An item is {"id","kind","question","must_contain":[…]} (optionally "split": dev or
 heldout). A hit is a retrieved chunk whose text contains one of the must_contain
 strings; an empty list means the right outcome is a refusal.
+
+Answers (`citebot eval --answers`): each item runs as one whole turn in a fresh thread.
+A label is *given* when a passage given to the composer holds a must_contain string, and
+*quoted* when a quotation of the answer overlaps one (see `overlaps`).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from bot.answer.checks import normalise
 from bot.answer.gate import Gate
+from bot.answer.record import TurnRecord
+from bot.answer.turn import Answerer
 from search.errors import ConfigError
 from search.retrieve import Retrieval, RetrievalConfig, Retriever
 
@@ -58,11 +69,26 @@ def load_items(path: Path, split: str = "all") -> list[Item]:
 
 
 @dataclass
+class Answered:
+    """What one whole turn answered for an item (`citebot eval --answers`)."""
+
+    answer: str
+    refused: bool
+    quotes: list[str]  # the quoted texts, in answer order
+    passages: list[str]  # chunk ids given to the composer, in passage order
+    label_given: bool  # a passage given holds a must_contain string
+    label_quoted: bool  # a quotation overlaps a must_contain string
+    error: str | None = None
+    compose_ms: float | None = None
+
+
+@dataclass
 class Outcome:
     item: Item
     ranks: list[int]  # 1-based ranks of the relevant hits
     refused: bool
     retrieval: Retrieval
+    answered: Answered | None = None
 
     @property
     def first(self) -> int | None:
@@ -90,6 +116,7 @@ class Figures:
             "recall@5": round(self.r5, 4), "mrr": round(self.mrr, 4),
             "refusal_accuracy": round(self.refusal_accuracy, 4),
             "false_refusals": self.false_refusals, "missed_refusals": self.missed_refusals,
+            **self.extra,
         }
 
 
@@ -116,7 +143,25 @@ def figures(outcomes: Iterable[Outcome]) -> Figures:
         f.refusal_accuracy = sum(1 for o in outcomes if o.correct_refusal()) / len(outcomes)
     f.false_refusals = sum(1 for o in answerable if o.refused)
     f.missed_refusals = sum(1 for o in outcomes if not o.item.answerable and not o.refused)
+    if outcomes and all(o.answered is not None for o in outcomes):
+        f.extra = answer_figures(answerable)
     return f
+
+
+def answer_figures(answerable: list[Outcome]) -> dict:
+    """The answer-level figures over answerable items: how often the answer quotes a label
+    (end to end), how often a label was given, and of those how often it was quoted."""
+    quoted = sum(1 for o in answerable if o.answered and o.answered.label_quoted)
+    given = [o for o in answerable if o.answered and o.answered.label_given]
+    given_quoted = sum(1 for o in given if o.answered and o.answered.label_quoted)
+    n = len(answerable)
+    return {
+        "answer_quotes_label": quoted,
+        "label_given": len(given),
+        "label_given_not_quoted": len(given) - given_quoted,
+        "quotes_label_rate": round(quoted / n, 4) if n else 0.0,
+        "quoted_when_given_rate": round(given_quoted / len(given), 4) if given else 0.0,
+    }
 
 
 def summarise(outcomes: list[Outcome]) -> dict:
@@ -134,13 +179,91 @@ def summarise(outcomes: list[Outcome]) -> dict:
 
 
 def outcome_json(o: Outcome) -> dict:
-    return {
+    out: dict[str, Any] = {
         "id": o.item.id, "kind": o.item.kind, "split": o.item.split,
         "hits": [{"chunk_id": h.chunk.chunk_id, "text": h.chunk.text} for h in o.retrieval.hits[:TOP_HITS]],
         "refused": o.refused, "first_relevant_rank": o.first,
         "support": {"dense_top": o.retrieval.support.dense_top, "coverage": o.retrieval.support.coverage,
                     "addressed": o.retrieval.support.addressed},
     }
+    if o.answered is not None:
+        a = o.answered
+        out.update({"answer": a.answer, "quotes": a.quotes, "passages": a.passages,
+                    "label_given": a.label_given, "label_quoted": a.label_quoted,
+                    "error": a.error, "compose_ms": a.compose_ms})
+    return out
+
+
+# -- answers: the whole turn per item ----------------------------------------------------
+
+_WORD = re.compile(r"\w+")
+# A quotation overlaps a label when they share a run of consecutive words covering at
+# least half the label's words and at least LABEL_OVERLAP_MIN_WORDS of them (the whole
+# label when it is shorter): a label that spans two sentences is quoted by either, and a
+# shared "the number of" is no overlap.
+LABEL_OVERLAP_MIN_WORDS = 3
+
+
+def _norm_words(text: str) -> list[str]:
+    return _WORD.findall(normalise(text))
+
+
+def overlaps(quote: str, label: str) -> bool:
+    """Whether a quotation and a must_contain string share enough consecutive words."""
+    q, lab = _norm_words(quote), _norm_words(label)
+    if not q or not lab:
+        return False
+    need = min(len(lab), max(LABEL_OVERLAP_MIN_WORDS, math.ceil(len(lab) / 2)))
+    # Longest common run of words, by dynamic programming over the two word lists.
+    best, prev = 0, [0] * (len(lab) + 1)
+    for w in q:
+        cur = [0] * (len(lab) + 1)
+        for j, v in enumerate(lab, start=1):
+            if w == v:
+                cur[j] = prev[j - 1] + 1
+                best = max(best, cur[j])
+        prev = cur
+    return best >= need
+
+
+class MemoryTurnLog:
+    """A turn log held in this process: eval turns never land in the user's turn log."""
+
+    def __init__(self) -> None:
+        self.turns: dict[str, dict] = {}
+
+    def put_turn(self, turn_id: str, created_at: str, record: dict) -> None:
+        self.turns[turn_id] = {**record, "turn_id": turn_id, "created_at": created_at}
+
+    def get_turn(self, turn_id: str) -> dict | None:
+        raw = self.turns.get(turn_id)
+        return None if raw is None else {**raw, "feedback": []}
+
+    def add_feedback(self, turn_id: str, at: str, user: str | None, value: str) -> None:
+        raise NotImplementedError("eval turns take no feedback")
+
+
+def answered(item: Item, record: TurnRecord, chunk_text: dict[str, str]) -> Answered:
+    """An item's turn, judged against its labels; chunk_text maps each given chunk id to
+    its stored text."""
+    quotes = [q["text"] for q in record.quotes]
+    passages = [p["chunk_id"] for p in record.passages]
+    given = any(s in chunk_text.get(cid, "") for cid in passages for s in item.must_contain)
+    quoted = any(overlaps(q, s) for q in quotes for s in item.must_contain)
+    return Answered(record.answer, record.refused, quotes, passages, given, quoted, record.error,
+                    record.timings_ms.get("compose"))
+
+
+def run_answer_item(item: Item, retriever: Retriever, answerer: Answerer, gate: Gate,
+                    mode: str | None = None) -> Outcome:
+    """Retrieval figures as run_item, and the whole turn in a fresh thread; the item counts
+    as refused when the turn refused (by the gate or the composer)."""
+    outcome = run_item(item, retriever, gate, mode)
+    record = answerer.ask(item.question, surface="eval")
+    texts = {c.chunk_id: c.text for c in retriever.store.get_chunks([p["chunk_id"] for p in record.passages])}
+    outcome.answered = answered(item, record, texts)
+    outcome.refused = record.refused or record.error is not None
+    return outcome
 
 
 # -- comparing two configurations ------------------------------------------------------

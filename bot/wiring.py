@@ -9,30 +9,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-import redis
-import structlog
-
-from bot.answer.compose import Composer, ExtractiveComposer
-from bot.answer.turn import Answerer
-from bot.memory.redis import connect as redis_connect
-from bot.memory.redis import redis_errors
-from bot.memory.state import ConversationState, InProcessState, RedisState
-from bot.memory.turnlog import RedisTurnLog, TurnLog
 from bot.settings import Settings
-from bot.slack.bot import BotConfig, SlackBot
-from bot.slack.client import fetch_identity, make_client
-from bot.slack.dedupe import Deduper, InProcessDeduper, RedisDeduper
-from bot.slack.pool import LISTENER_WORKERS, TURN_WORKERS
-from bot.slack.ratelimit import InProcessRateLimiter, RateLimiter, RedisRateLimiter
-from bot.slack.recent import InProcessRecentTurns, RecentTurns, RedisRecentTurns
-from bot.slack.scopes import Scopes, load_scopes
-from ingest.embedder import Embedder
-from search.embedded import EmbeddedStore
 from search.errors import CitebotError, ConfigError, StoreError
-from search.glossary import Glossary
-from search.retrieve import RetrievalConfig, Retriever
-from search.store import Store
+
+# Imported where used, so a command pays only for what it needs: `citebot chunks` never
+# loads Slack, Redis or the answer pipeline (python -X importtime: bot.cli took 5.0 s
+# under load with everything imported here, most of it slack_bolt, redis and numpy).
+if TYPE_CHECKING:
+    import redis
+
+    from bot.answer.compose import Composer
+    from bot.answer.turn import Answerer
+    from bot.memory.state import ConversationState
+    from bot.memory.turnlog import TurnLog
+    from bot.slack.bot import SlackBot
+    from bot.slack.dedupe import Deduper
+    from bot.slack.ratelimit import RateLimiter
+    from bot.slack.recent import RecentTurns
+    from bot.slack.scopes import Scopes
+    from ingest.embedder import Embedder
+    from search.glossary import Glossary
+    from search.retrieve import RetrievalConfig, Retriever
+    from search.store import Store
 
 
 def open_store(settings: Settings) -> Store:
@@ -51,6 +51,8 @@ def open_store(settings: Settings) -> Store:
             ),
             alias=settings.index,
         )
+    from search.embedded import EmbeddedStore
+
     return EmbeddedStore(settings.store)
 
 
@@ -66,10 +68,14 @@ class Components:
 
     @cached_property
     def embedder(self) -> Embedder:
+        from ingest.embedder import Embedder
+
         return Embedder(self.settings.model_dir)
 
     @cached_property
     def glossary(self) -> Glossary:
+        from search.glossary import Glossary
+
         return Glossary.load(self.settings.glossary) if self.settings.glossary else Glossary.empty()
 
     @cached_property
@@ -83,12 +89,18 @@ class Components:
     @cached_property
     def scopes(self) -> Scopes:
         """CITEBOT_SCOPES, checked; a bad file stops here with its line and the fix."""
+        from bot.slack.scopes import Scopes, load_scopes
+
         return load_scopes(self.settings.scopes) if self.settings.scopes else Scopes.everything()
 
     def retrieval_config(self) -> RetrievalConfig:
+        from search.retrieve import RetrievalConfig
+
         return RetrievalConfig(top_k=self.settings.top_k, rerank=self.settings.reranker is not None)
 
     def retriever(self, config: RetrievalConfig | None = None) -> Retriever:
+        from search.retrieve import Retriever
+
         store = self.reading_store()
         return Retriever(store, self.embedder.encode_query, self.glossary,
                          config or self.retrieval_config(), reranker=self.reranker)
@@ -108,7 +120,11 @@ class Components:
     # -- state: Redis when REDIS_URL is set, else this process -------------------------------
     @cached_property
     def redis(self) -> redis.Redis | None:
-        return redis_connect(self.settings.redis_url) if self.settings.redis_url else None
+        if not self.settings.redis_url:
+            return None
+        from bot.memory.redis import connect as redis_connect
+
+        return redis_connect(self.settings.redis_url)
 
     @property
     def prefix(self) -> str:
@@ -116,7 +132,11 @@ class Components:
 
     @cached_property
     def turnlog(self) -> TurnLog:
+        from search.embedded import EmbeddedStore
+
         if self.redis is not None:
+            from bot.memory.turnlog import RedisTurnLog
+
             return RedisTurnLog(self.redis, prefix=self.prefix)
         if isinstance(self.store, EmbeddedStore):
             return self.store
@@ -124,16 +144,22 @@ class Components:
 
     @cached_property
     def state(self) -> ConversationState:
+        from bot.memory.state import InProcessState, RedisState
+
         if self.redis is None:
             return InProcessState()
         return RedisState(self.redis, prefix=self.prefix + "thread:")
 
     @cached_property
     def deduper(self) -> Deduper:
+        from bot.slack.dedupe import InProcessDeduper, RedisDeduper
+
         return InProcessDeduper() if self.redis is None else RedisDeduper(self.redis, self.prefix)
 
     @cached_property
     def limiter(self) -> RateLimiter:
+        from bot.slack.ratelimit import InProcessRateLimiter, RedisRateLimiter
+
         per_minute = self.settings.rate_limit_per_minute
         if self.redis is None:
             return InProcessRateLimiter(per_minute)
@@ -141,10 +167,14 @@ class Components:
 
     @cached_property
     def recent(self) -> RecentTurns:
+        from bot.slack.recent import InProcessRecentTurns, RedisRecentTurns
+
         return InProcessRecentTurns() if self.redis is None else RedisRecentTurns(self.redis, self.prefix)
 
     # -- answering ---------------------------------------------------------------------------
     def composer(self) -> Composer:
+        from bot.answer.compose import ExtractiveComposer
+
         extractive = ExtractiveComposer(self.embedder.encode_texts)
         if self.settings.anthropic_api_key is None:
             return extractive
@@ -154,9 +184,17 @@ class Components:
 
     @cached_property
     def answerer(self) -> Answerer:
+        return self.make_answerer(self.retriever(), self.turnlog, self.state)
+
+    def make_answerer(self, retriever: Retriever, turnlog: TurnLog,
+                      state: ConversationState | None = None) -> Answerer:
+        """An Answerer on this retriever and turn log (eval gives its own of both)."""
+        from bot.answer.turn import Answerer
+        from bot.memory.state import InProcessState
+
         composer = self.composer()
         return Answerer(
-            self.retriever(), composer, self.turnlog, self.state,
+            retriever, composer, turnlog, state or InProcessState(),
             passages=self.settings.passages,
             condenser=getattr(composer, "condense", None),
             claim_judge=getattr(composer, "claim_judge", None),
@@ -177,6 +215,8 @@ class Components:
             except CitebotError as exc:
                 checks["store"] = str(exc)
         if self.redis is not None:
+            from bot.memory.redis import redis_errors
+
             try:
                 with redis_errors("answer a ping"):
                     self.redis.ping()
@@ -187,9 +227,17 @@ class Components:
 
 
 def build_bot(components: Components, *, client=None, socket_mode: bool = False,
-              listener_workers: int = LISTENER_WORKERS, turn_workers: int = TURN_WORKERS) -> SlackBot:
+              listener_workers: int | None = None, turn_workers: int | None = None) -> SlackBot:
     """The Slack bot from the components: Redis-backed dedupe, rate limit and recall when
-    configured, in-process otherwise."""
+    configured, in-process otherwise; worker counts default to bot.slack.pool's."""
+    import structlog
+
+    from bot.slack.bot import BotConfig, SlackBot
+    from bot.slack.client import fetch_identity, make_client
+    from bot.slack.pool import LISTENER_WORKERS, TURN_WORKERS
+
+    listener_workers = LISTENER_WORKERS if listener_workers is None else listener_workers
+    turn_workers = TURN_WORKERS if turn_workers is None else turn_workers
     settings = components.settings
     scopes = components.scopes  # before anything else: a bad scopes file stops the start
     client = client or make_client(settings.slack_bot_token, settings.slack_api_url)

@@ -111,6 +111,10 @@ def assert_labelled_fallback(record: TurnRecord, why: str) -> None:
     assert any(e.startswith("fallback to extractive: ") for e in record.errors)
     assert record.answer.startswith("The collection says:")
     assert record.quotes and all(q["verified"] for q in record.quotes)
+    # the extractive format: quotes grouped under their source and heading, one a line
+    assert any(line.startswith("From ") for line in record.answer.splitlines())
+    assert all(line.startswith(("The collection says:", "You asked:", "From ", '• "'))
+               for line in record.raw_answer.splitlines())
 
 
 # -- grounded answers and their checks --------------------------------------------------

@@ -76,3 +76,19 @@ def test_follow_up_in_a_thread_borrows_the_subject(answerer):
     assert follow.condensed_query != follow.question
     assert "firmware" in follow.condensed_query
     assert not first.refused
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("How often does the Release Train leave?", "every second Tuesday"),
+    ("Who wrote the original Quill bootloader?", "Oskar Brandvold"),
+])
+def test_extractive_answer_quotes_the_answering_sentence(answerer, question, expected):
+    record = answerer.ask(question)
+    assert not record.refused and record.error is None
+    # Quoted, though not always first: for the Release Train a sentence about reports
+    # under the heading "How a Train leaves the station" still ranks above it.
+    assert any(expected in q["text"] for q in record.quotes), record.answer
+    assert all(q["verified"] for q in record.quotes)
+    lines = record.answer.splitlines()
+    assert lines[0] == "The collection says:" and lines[1].startswith("From ")
+    assert record.timings_ms["compose"] < record.timings_ms["total"]
