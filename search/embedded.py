@@ -49,6 +49,52 @@ def _in_scope(source: str, pattern: str) -> int:
     return int(_regex(pattern).fullmatch(source) is not None)
 
 
+class _Rows(list):
+    """A statement's rows, read to the end: fetchone(), fetchall() and lastrowid as on a cursor."""
+
+    lastrowid: int | None = None
+
+    def fetchone(self):
+        return self[0] if self else None
+
+    def fetchall(self) -> list:
+        return list(self)
+
+
+class _SerialConnection:
+    """The store's one SQLite connection, shared by threads, one statement at a time.
+
+    A statement that calls back into Python (citebot_in_scope, the scope predicate) needs the
+    GIL while SQLite holds the connection's mutex; a second thread that holds the GIL and
+    binds or steps a statement on the same connection waits for that mutex: both wait for
+    ever (two scoped Slack turns at once hung tests/test_slack_scopes.py in CI). So every
+    statement runs, and is read to the end, under the store's lock; waiting for a Python
+    lock gives the GIL up."""
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock) -> None:
+        self._db = db
+        self._lock = lock
+
+    def execute(self, sql: str, params: Sequence = ()) -> _Rows:
+        with self._lock:
+            cursor = self._db.execute(sql, params)
+            rows = _Rows(cursor.fetchall())
+            rows.lastrowid = cursor.lastrowid
+            return rows
+
+    def executemany(self, sql: str, rows) -> None:
+        with self._lock:
+            self._db.executemany(sql, rows)
+
+    def create_function(self, *args, **kwargs) -> None:
+        with self._lock:
+            self._db.create_function(*args, **kwargs)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
 _MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = []
 
 
@@ -125,6 +171,7 @@ class EmbeddedStore:
                 "set CITEBOT_STORE to a writable directory"
             ) from exc
         self._lock = threading.RLock()
+        self._db = _SerialConnection(self._db, self._lock)  # type: ignore[assignment]
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.execute("PRAGMA busy_timeout=10000")
