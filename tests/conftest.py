@@ -36,30 +36,38 @@ def embedder():
     return Embedder()
 
 
-@pytest.fixture(scope="session")
-def examples_store_dir(tmp_path_factory, embedder) -> Path:
-    """The sample handbook ingested once per session into a store of its own."""
+def _ingest_handbook(root: Path, embedder) -> Path:
+    """The sample handbook ingested into a store of its own under root (sources relative to it)."""
     from ingest.pipeline import ingest
     from search.embedded import EmbeddedStore
 
-    root = tmp_path_factory.mktemp("examples-store")
     store = EmbeddedStore(root / "store")
-    summary = ingest([HANDBOOK], store, embedder, progress=False)  # sources relative to it
+    summary = ingest([HANDBOOK], store, embedder, progress=False)
     assert summary.skipped == [], summary.skipped
     store.close()
     return root / "store"
 
 
-@pytest.fixture()
-def examples_store(examples_store_dir, tmp_path):
-    """A private copy of the ingested sample store (tests may write turns into it)."""
+def _private_copy(store_dir: Path, target: Path):
+    """A store of one's own, copied from a session store (tests may write turns into it)."""
     from search.embedded import EmbeddedStore
 
-    target = tmp_path / "examples-copy"
-    shutil.copytree(examples_store_dir, target)
+    shutil.copytree(store_dir, target)
     store = EmbeddedStore(target)
     yield store
     store.close()
+
+
+@pytest.fixture(scope="session")
+def examples_store_dir(tmp_path_factory, embedder) -> Path:
+    """The sample handbook ingested once per session with the real model."""
+    return _ingest_handbook(tmp_path_factory.mktemp("examples-store"), embedder)
+
+
+@pytest.fixture()
+def examples_store(examples_store_dir, tmp_path):
+    """A private copy of the ingested sample store."""
+    yield from _private_copy(examples_store_dir, tmp_path / "examples-copy")
 
 
 @pytest.fixture(scope="session")
@@ -73,27 +81,13 @@ def test_embedder():
 @pytest.fixture(scope="session")
 def small_store_dir(tmp_path_factory, test_embedder) -> Path:
     """The sample handbook ingested once per session with the test embedder (seconds)."""
-    from ingest.pipeline import ingest
-    from search.embedded import EmbeddedStore
-
-    root = tmp_path_factory.mktemp("small-store")
-    store = EmbeddedStore(root / "store")
-    summary = ingest([HANDBOOK], store, test_embedder, progress=False)  # sources relative to it
-    assert summary.skipped == [], summary.skipped
-    store.close()
-    return root / "store"
+    return _ingest_handbook(tmp_path_factory.mktemp("small-store"), test_embedder)
 
 
 @pytest.fixture()
 def small_store(small_store_dir, tmp_path):
     """A private copy of the test-embedder store of the sample handbook."""
-    from search.embedded import EmbeddedStore
-
-    target = tmp_path / "small-copy"
-    shutil.copytree(small_store_dir, target)
-    store = EmbeddedStore(target)
-    yield store
-    store.close()
+    yield from _private_copy(small_store_dir, tmp_path / "small-copy")
 
 
 def real_redis_url() -> str:
