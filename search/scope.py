@@ -27,13 +27,14 @@ from functools import lru_cache
 EVERYTHING = "**"
 
 
-def glob_regex(pattern: str) -> str:
-    """The glob as a Python regular expression (to be matched with fullmatch)."""
+def _translate(pattern: str, any_folders: str, literal) -> str:
+    """A glob in a regular-expression dialect: `**/` is any folders (or none), `**` anything,
+    `*` and `?` stay inside one path segment, every other character is literal."""
     out: list[str] = []
     i = 0
     while i < len(pattern):
         if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
+            out.append(any_folders)
             i += 3
         elif pattern.startswith("**", i):
             out.append(".*")
@@ -45,33 +46,19 @@ def glob_regex(pattern: str) -> str:
             out.append("[^/]")
             i += 1
         else:
-            out.append(re.escape(pattern[i]))
+            out.append(literal(pattern[i]))
             i += 1
     return "".join(out)
+
+
+def glob_regex(pattern: str) -> str:
+    """The glob as a Python regular expression (to be matched with fullmatch)."""
+    return _translate(pattern, "(?:.*/)?", re.escape)
 
 
 def glob_lucene(pattern: str) -> str:
     """The glob as a Lucene regexp (Elasticsearch `regexp` query; anchored by Lucene)."""
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            ch = pattern[i]
-            out.append(ch if ch.isalnum() else "\\" + ch)
-            i += 1
-    return "".join(out)
+    return _translate(pattern, "(.*/)?", lambda ch: ch if ch.isalnum() else "\\" + ch)
 
 
 @lru_cache(maxsize=256)
