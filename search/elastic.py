@@ -22,16 +22,16 @@ Mapping, and the measurements behind it:
   makes document frequencies, phrases and the vocabulary agree by construction. No
   shingle subfield: phrase scores come from the formula below, not from Lucene, and a
   match_phrase lookup costs ~1 ms, nearly all of it the round trip.
-- Lexical ranking. Elasticsearch finds the candidates (a bool query per term group and
-  phrase) and, in the same request, the exact statistics (chunk count, token total,
-  chunks holding each phrase); the candidates are then ranked by SQLite FTS5's bm25
-  formula (search/bm25.py). Lucene's own BM25 (another idf, per-field lengths stored in
-  one byte) gave the same top 5 as the embedded store for 43% of the 72 sample
-  questions; this gives 100%. See LEXICAL_CANDIDATES.
-- `vocab`: the distinct tokens of text and heading as a keyword array (doc values
-  only). Document frequencies are a terms aggregation over it (exact: one primary shard
-  by default, and `include` lists the terms); the vocabulary is a composite aggregation.
-  No fielddata on text fields.
+- Lexical ranking: Elasticsearch's own BM25 over those tokens, with FTS5's k1 and b
+  (search/elastic_query.py says what each read costs and why it does not grow with the
+  collection). Until issue 13 the candidates were re-ranked in Python by FTS5's formula
+  (same top 5 as the embedded store for 100% of the sample questions, against 43% for
+  Lucene's default scoring of per-field queries); that needed a global aggregation per
+  question, so the stores now agree on measured quality, not on every rank.
+- `vocab`: the distinct tokens of text and heading as an indexed keyword array. A
+  document frequency is the count of one vocab term (read from Lucene's term dictionary);
+  spelling candidates come from a term suggester over it; `vocabulary()` is a composite
+  aggregation over its doc values. No fielddata on text fields.
 - Vectors: one document per chunk, its embedding windows as nested dense vectors;
   `knn` on the nested field scores a chunk by its best window (the protocol's rule) and
   returns k distinct chunks. One document per window collapsed to its chunk was
@@ -66,7 +66,7 @@ from elasticsearch import (
 )
 from elasticsearch.helpers import BulkIndexError, streaming_bulk
 
-from search.elastic_query import ElasticQueries, _chunks, scope_filter  # noqa: F401 (re-exported)
+from search.elastic_query import SIMILARITY, ElasticQueries, _chunks, scope_filter  # noqa: F401 (re-exported)
 from search.errors import (
     CitebotError,
     ModelMismatchError,
@@ -79,15 +79,19 @@ from search.types import Chunk, DocumentRecord, ModelStamp, Window
 
 # Version of the index layout below; an index of another format is refused on open.
 # 2: chunks carry `superseded` (their document says it no longer holds).
-INDEX_FORMAT = 2
+# 3: Elasticsearch's BM25 with FTS5's k1 and b on words and heading; `vocab` indexed.
+INDEX_FORMAT = 3
 
-# One primary shard: BM25 statistics and document counts are exact (no dfs round
-# trip), and a 10,000-chunk collection is a few hundred megabytes, far from the size
-# where a shard needs splitting. Replicas follow the cluster: 0 on one node, 1 beyond.
+# Primary shards of a new index: CITEBOT_ES_SHARDS, 1 by default (a 1M-chunk collection
+# is a few GB; benchmarks/scale.py measures 1 against more). BM25 statistics stay exact
+# with more (the lexical query is dfs_query_then_fetch), and counts are summed over
+# shards. Replicas follow the cluster: 0 on one node, 1 beyond.
+DEFAULT_SHARDS = 1
 INDEX_SETTINGS: dict[str, Any] = {
-    "number_of_shards": 1,
+    "number_of_shards": DEFAULT_SHARDS,
     "auto_expand_replicas": "0-1",
     "refresh_interval": "-1",  # during the build; reset at commit
+    "similarity": SIMILARITY,
 }
 
 # Vectors: float HNSW (m 16, ef_construction 100), not this version's default bbq_hnsw
@@ -131,11 +135,7 @@ def mapping_for(stamp: ModelStamp, state: str) -> dict[str, Any]:
     kw = {"type": "keyword"}
     stored = {"type": "keyword", "index": False, "doc_values": False}
     number = {"type": "integer", "index": False}
-    # Stored apart from _source: the lexical arm reads them for its candidates. Measured
-    # on the sample collection, 72 questions, 500 candidates: Elasticsearch took a
-    # median 35 ms filtering _source, 4-11 ms reading stored fields.
-    words_field = {"type": "text", "analyzer": "whitespace", "index_options": "positions",
-                   "store": True}
+    words_field = {"type": "text", "analyzer": "whitespace", "index_options": "positions"}
     return {
         "dynamic": "strict",
         "_meta": {
@@ -152,9 +152,8 @@ def mapping_for(stamp: ModelStamp, state: str) -> dict[str, Any]:
             "text": {"type": "text", "index": False},
             "tokens": number, "overlap_prev": number, "overlap_next": number,
             "superseded": {"type": "boolean", "index": False},
-            "n_tokens": {"type": "integer", "index": False},  # words + heading tokens
             "words": words_field, "heading": words_field,
-            "vocab": {"type": "keyword", "index": False, "ignore_above": MAX_TOKEN_CHARS},
+            "vocab": {"type": "keyword", "ignore_above": MAX_TOKEN_CHARS},
             "windows": {
                 "type": "nested",
                 "properties": {
@@ -209,14 +208,18 @@ def _index_version() -> str:
 class ElasticStore(ElasticQueries):
     """The store protocol over one Elasticsearch alias (see the module docstring)."""
 
-    def __init__(self, client: Elasticsearch, alias: str = "citebot") -> None:
+    def __init__(self, client: Elasticsearch, alias: str = "citebot",
+                 shards: int = DEFAULT_SHARDS) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", alias):
             raise StoreError(
                 f"CITEBOT_INDEX={alias!r} is not a usable Elasticsearch alias: use lower-case "
                 "letters, digits, '-', '_' or '.', starting with a letter or digit"
             )
+        if shards < 1:
+            raise StoreError(f"CITEBOT_ES_SHARDS={shards} is not a shard count: use 1 or more")
         self.es = client
         self.alias = alias
+        self.shards = shards
         nodes = client.transport.node_pool.all()
         self.url = ", ".join(str(n.base_url) for n in nodes) or "(no node)"
         self._versioned = re.compile(re.escape(alias) + r"-v\d{20}")
@@ -321,7 +324,8 @@ class ElasticStore(ElasticQueries):
             name = f"{self.alias}-v{_index_version()}"
             with self._calls(f"creating the index {name}"):
                 self.es.indices.create(
-                    index=name, settings=INDEX_SETTINGS, mappings=mapping_for(stamp, "building")
+                    index=name, settings={**INDEX_SETTINGS, "number_of_shards": self.shards},
+                    mappings=mapping_for(stamp, "building"),
                 )
             self._build = name
         return self._build
@@ -574,7 +578,6 @@ def _chunk_action(index: str, c: Chunk, windows: Sequence[Window]) -> dict[str, 
             "overlap_next": c.overlap_next, "superseded": c.superseded,
             "words": " ".join(text_words), "heading": " ".join(heading_words),
             "vocab": sorted(set(text_words) | set(heading_words)),
-            "n_tokens": len(text_words) + len(heading_words),
             "windows": [
                 {"index": w.index, "start": w.start, "end": w.end,
                  "vector": np.asarray(w.vector, dtype=np.float32).tolist()}
