@@ -14,14 +14,14 @@ Mapping, and the measurements behind it:
 
 - Words. `words` and `heading` hold the passage's and the heading path's tokens as
   search/text.py cuts them, joined by spaces, indexed by the whitespace analyzer with
-  positions (for phrases) and stored; `text` keeps the verbatim passage, not indexed.
+  positions (for phrases); `text` keeps the verbatim passage, not indexed.
   The standard analyzer was measured first: it tokenises 186 of the 367 sample chunks
   differently from SQLite's unicode61 ("customer’s" and "1.6" stay one token, so
   "customer" is missing from 61 chunks), and this distribution has no asciifolding or
   pattern tokenizer to close the gap. Cutting words once, in Python, for both backends
   makes document frequencies, phrases and the vocabulary agree by construction. No
-  shingle subfield: phrase scores come from the formula below, not from Lucene, and a
-  match_phrase lookup costs ~1 ms, nearly all of it the round trip.
+  shingle subfield: phrase lookups are batched (one `_msearch` per question) and each
+  stops at its first few matches.
 - Lexical ranking: Elasticsearch's own BM25 over those tokens, with FTS5's k1 and b
   (search/elastic_query.py says what each read costs and why it does not grow with the
   collection). Until issue 13 the candidates were re-ranked in Python by FTS5's formula

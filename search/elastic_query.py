@@ -207,6 +207,7 @@ class ElasticQueries:
             held = self.doc_freqs(sorted({c for cs in out.values() for c in cs}), scope=scope)
             out = {t: [c for c in cs if held.get(c, 0) > 0] for t, cs in out.items()}
         return out
+
     def vocabulary(self, *, scope: Scope | None = None) -> set[str]:
         vocab: set[str] = set()
         scoped: dict[str, Any] = {"query": _chunks(scope)} if limiting(scope) else {}
