@@ -65,7 +65,8 @@ def ingest(obj: _Context, paths: tuple[Path, ...], as_json: bool) -> None:
     if missing:
         raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
     c = obj.components
-    summary = run_ingest(paths, c.store, c.embedder, progress=None if not as_json else False)
+    summary = run_ingest(paths, c.store, c.embedder, progress=None if not as_json else False,
+                         limits=c.settings.ingest_limits())
     if as_json:
         _emit(summary.as_json())
         return
@@ -76,6 +77,8 @@ def ingest(obj: _Context, paths: tuple[Path, ...], as_json: bool) -> None:
     )
     for s in summary.skipped:
         click.echo(f"  skipped {s.source}: {s.reason}")
+    for w in summary.warnings:
+        click.echo(f"  warning {w.source}: {w.warning}")
 
 
 @cli.command()
