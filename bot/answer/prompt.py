@@ -8,8 +8,8 @@ Attribute values are escaped. Passage text is verbatim except that a tag of ours
 written inside it (`</passage>`, `<our_definition`, …) has its `<` escaped, so a
 document can never close its own passage and speak outside it. A tag is recognised as a
 reader would see it: with spaces or invisible characters (zero-width, soft hyphen,
-direction marks) between its `<`, `/` and letters, in any case, and with a look-alike of
-`<` (full-width, small); the look-alike becomes `&lt;` too, which the checks' normaliser
+direction marks) between its `<`, `/` and letters, in any case, in full-width letters,
+and with a look-alike of `<` (full-width, small); the look-alike becomes `&lt;` too, which the checks' normaliser
 folds back (bot/answer/checks.py). A refusal line written in a passage, echoed by the
 model as its reply, is the document's text, not the model's judgement (`echoed_refusal`).
 """
@@ -41,9 +41,10 @@ _INVISIBLE = "\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2
 _GAP = f"[\\s{_INVISIBLE}]*"
 # "<" and what reads as it: full-width, small form, angle brackets.
 _OPEN = "<\uff1c\ufe64\u2329\u3008\u27e8"
-_NAMES = "|".join(f"[{_INVISIBLE}]*".join(re.escape(c) for c in name)
+# Each letter of a name also in its full-width form (U+FF01-FF5E mirror ASCII), and "/" too.
+_NAMES = "|".join(f"[{_INVISIBLE}]*".join(f"[{re.escape(c)}{chr(ord(c) + 0xFEE0)}]" for c in name)
                   for name in sorted(_OUR_TAGS, key=len, reverse=True))
-_TAG_RE = re.compile(f"[{_OPEN}]({_GAP}/?{_GAP}(?:{_NAMES}))(?![\\w])", re.IGNORECASE)
+_TAG_RE = re.compile(f"[{_OPEN}]({_GAP}[/\uff0f]?{_GAP}(?:{_NAMES}))(?![\\w])", re.IGNORECASE)
 _REFUSAL_RE = re.compile(r"^\s*\W*" + REFUSAL_TOKEN + r"\W*[:\-–—]?\s*(.*)", re.DOTALL)
 
 # An earlier answer is context for a follow-up, never a source: this much is enough
