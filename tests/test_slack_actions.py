@@ -135,3 +135,19 @@ def test_native_votes_land_in_the_shared_turn_log_one_per_person_on_any_replica(
         ("UBOB", "helpful"), ("UCAROL", "helpful"), ("UBOB", "not_helpful")]
     assert standin.calls("response_url") == [] and standin.calls("chat.postEphemeral") == []
     assert len(standin.calls("chat.postMessage")) == 1 and len(standin.calls("chat.update")) == 1
+
+
+@pytest.mark.slow
+def test_a_vote_on_a_turn_the_log_no_longer_holds_is_said_and_not_recorded(standin, start_bot,
+                                                                          small_store):
+    h = start_bot(small_store)
+    gone = "t-00000000dead"
+    click = h.sender.action(ACTION_FEEDBACK, f"helpful:{gone}", user="UBOB", channel=CHANNEL,
+                            response_url=standin.response_url("vote"), message_ts="1.000001")
+    assert click.status == 200
+    h.drain()
+    (note,) = standin.calls("response_url")
+    assert "not in the turn log any more" in note.params["text"] and gone in note.params["text"]
+    assert note.params["response_type"] == "ephemeral"
+    h.components.turnlog.put_turn(gone, "2025-01-01T00:00:00+00:00", {"question": "q"})
+    assert h.components.turnlog.get_turn(gone)["feedback"] == []  # no orphan vote was kept

@@ -12,6 +12,7 @@ import pytest
 
 from bot.slack.render import ACTION_FEEDBACK, ACTION_SHARE
 from bot.slack.shortcut import SHORTCUT_CALLBACK_ID
+from bot.testing.slack_standin import BOT_ID, BOT_USER_ID
 from tests.slack_harness import ACK_LIMIT_S, block_text, buttons, feedback_buttons
 
 SCOPES = """\
@@ -120,7 +121,7 @@ def test_a_reply_in_a_thread_is_answered_in_that_thread(standin, start_bot, smal
 
 
 @pytest.mark.slow
-def test_refusals_and_a_message_without_words_are_said_and_run_no_turn(standin, start_bot,
+def test_refusals_wordless_messages_and_our_own_answers_are_said_and_run_no_turn(standin, start_bot,
                                                                       small_store, scopes_file):
     h = start_bot(small_store, scopes=scopes_file)
     standin.shared_channels.add("CEXT")
@@ -128,11 +129,16 @@ def test_refusals_and_a_message_without_words_are_said_and_run_no_turn(standin, 
         use_shortcut(h, standin, message_of(standin.user_message(channel, "UBOB", BOB_SAYS)),
                      channel=channel)
     use_shortcut(h, standin, message_of(standin.user_message("CENG", "UBOB", ":tada:")))
+    ours = {"type": "message", "user": BOT_USER_ID, "bot_id": BOT_ID, "ts": standin.next_ts(),
+            "text": "The collection says: … (turn t-0123456789ab)"}
+    use_shortcut(h, standin, ours, channel="CGENERAL")
     notices = {c.params["channel"]: c.params["text"] for c in standin.calls("chat.postEphemeral")}
     assert "does not answer in this channel" in notices["COFF"]
     assert "shared with another organisation" in notices["CEXT"]
     assert "no text I can look up" in notices["CENG"]
-    assert len(standin.calls("chat.postEphemeral")) == 3  # no progress, no answer
+    assert "one of my own answers" in notices["CGENERAL"]
+    assert "`/ask why t-0123456789ab`" in notices["CGENERAL"]
+    assert len(standin.calls("chat.postEphemeral")) == 4  # no progress, no answer
     assert h.components.recent.last("UALICE") is None  # no turn ran
 
 

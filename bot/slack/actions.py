@@ -47,6 +47,12 @@ def may_share(record: TurnRecord, user: str | None, channel: str | None) -> bool
     return bool(user) and record.user == user and bool(channel) and record.channel == channel
 
 
+def _repeats(raw: dict, user: str | None, value: str) -> bool:
+    """Whether this vote is the person's current one on the turn already."""
+    latest = [f.get("value") for f in raw.get("feedback") or [] if f.get("user") == user]
+    return bool(latest) and latest[-1] == value
+
+
 class TurnActions:
     def __init__(self, delivery: Delivery, turnlog: TurnLog, command: str) -> None:
         self.delivery = delivery
@@ -93,7 +99,14 @@ class TurnActions:
         one that repeats it is not. `quiet` (Slack's native feedback buttons, which show the
         choice themselves): no message is posted, unless the vote could not be recorded."""
         try:
-            if self._repeats(turn_id, user, value):
+            raw = self.turnlog.get_turn(turn_id)
+            if raw is None:  # expired, or a value that names no turn: nothing to vote on
+                log.warning("feedback_turn_unknown", value=value)
+                self.delivery.respond(respond, render_notice(
+                    f"Turn `{escape(turn_id)}` is not in the turn log any more (it may have "
+                    "expired), so your vote was not recorded."))
+                return
+            if _repeats(raw, user, value):
                 log.info("feedback_unchanged", value=value)
                 return
             self.turnlog.add_feedback(turn_id, _now(), user, value)
@@ -119,12 +132,6 @@ class TurnActions:
         structlog.contextvars.bind_contextvars(turn_id=turn_id)
         self.feedback(turn_id, user, vote, respond, quiet=True)
 
-    def _repeats(self, turn_id: str, user: str | None, value: str) -> bool:
-        raw = self.turnlog.get_turn(turn_id)
-        if raw is None:
-            return False
-        latest = [f.get("value") for f in raw.get("feedback") or [] if f.get("user") == user]
-        return bool(latest) and latest[-1] == value
 
     def share(self, turn_id: str, user: str | None, channel: str | None, respond: Respond) -> None:
         """The Share button of an ephemeral answer: the answer, posted in the channel (a

@@ -14,6 +14,7 @@ answer into that thread, with the same ownership check as every Share.
 from __future__ import annotations
 
 import contextvars
+import re
 from typing import TYPE_CHECKING
 
 import structlog
@@ -24,7 +25,7 @@ from bot.metrics import RATE_LIMITED
 from bot.slack.client import SLACK_ERRORS, slack_failed
 from bot.slack.delivery import failure_notice
 from bot.slack.inbound import SURFACE_SHORTCUT, Question, clean_question
-from bot.slack.render import SlackMessage, render_notice, render_progress, render_turn
+from bot.slack.render import SlackMessage, escape, render_notice, render_progress, render_turn
 from bot.slack.scopes import ChannelPolicy, not_here
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ log = structlog.get_logger("citebot.slack")
 SHORTCUT_CALLBACK_ID = "ask_about_message"
 SHORTCUT_NAME = "Ask citebot about this"
 SHORTCUT_NAME_MAX = 24
+_TURN_ID = re.compile(r"\bt-[0-9a-f]{12}\b")  # bot.answer.record.new_turn_id
 
 
 def shortcut_thread_key(channel: str, thread_ts: str, user: str) -> str:
@@ -97,6 +99,9 @@ class MessageShortcut:
                     "answer it. Please try the shortcut again.", turn_id))
             return
         try:
+            if bot.identity.wrote(message):
+                self.say(q, respond, render_notice(self._own_answer(message), turn_id))
+                return
             if not q.text:
                 self.say(q, respond, render_notice(
                     "That message has no text I can look up. Use the shortcut on a message with "
@@ -120,6 +125,13 @@ class MessageShortcut:
         except Exception as exc:  # the edge: said to the person, logged with its trace
             log.error("slack_turn_failed", error=str(exc), exc_info=exc)
             self.say(q, respond, failure_notice(exc, turn_id))
+
+    def _own_answer(self, message: dict) -> str:
+        """What to say when the shortcut is used on one of citebot's own messages."""
+        found = _TURN_ID.search(str(message.get("text") or ""))
+        why = f"`{escape(self.bot.command)} why{' ' + found.group(0) if found else ''}`"
+        return (f"That is one of my own answers: {why} explains what it said and why, and a "
+                "reply in its thread asks a follow-up.")
 
     def finish(self, q: Question, turn_id: str, respond: Respond, policy: ChannelPolicy) -> None:
         """The turn, on the turn pool: the answer with Share, to the asker, in the thread."""
