@@ -105,7 +105,7 @@ class MessageShortcut:
             if not q.text:
                 self.say(q, respond, render_notice(
                     "That message has no text I can look up. Use the shortcut on a message with "
-                    f"words in it, or ask me with `{bot.command} your question`.", turn_id))
+                    f"words in it, or ask me with `{escape(bot.command)} your question`.", turn_id))
                 return
             policy = bot.scopes.for_channel(channel, user)
             refusal = not_here(policy, not policy.shared and bot.admission.shared(channel))
