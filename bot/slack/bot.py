@@ -7,8 +7,7 @@ Entry points, all answered by the same grounded turn (bot.answer.turn.Answerer):
 - a direct message              -> the answer in the DM, one conversation per DM or DM thread;
 - the slash command (/ask)      -> an ephemeral answer with "Share in channel";
   `/ask help`; `/ask why [turn]` explains the last answer from the turn log;
-- buttons                       -> feedback into the turn log, share, why;
-- the message shortcut, the Home tab -> bot.slack.shortcut, bot.slack.home.
+- buttons -> feedback, share, why; the message shortcut and Home tab: bot.slack.shortcut, .home.
 
 Speed and exactly-once: every listener acks at once (Bolt lazy listeners with
 process_before_response, so the ack is written before any work starts) and the work runs
