@@ -141,6 +141,8 @@ def chunk_document(
                     overlap_prev=overlap_prev,
                     overlap_next=overlap_next,
                     superseded=superseded,
+                    url=doc.url,
+                    anchor=section.anchor,
                 )
             )
             prev_end = end
