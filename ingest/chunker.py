@@ -104,7 +104,8 @@ def chunk_document(
     count_tokens: Callable[[str], int],
     cfg: ChunkingConfig | None = None,
 ) -> list[Chunk]:
-    """Split a loaded document into chunks in reading order."""
+    """Split a loaded document into chunks in reading order; each carries the document's
+    address (as ingest checked it) and its section's anchor."""
     cfg = cfg or ChunkingConfig()
     superseded = doc.superseded()
     chunks: list[Chunk] = []

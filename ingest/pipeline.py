@@ -19,6 +19,10 @@ relative to (its origin, kept with the content hash), so that:
 - a document stored by an earlier version under a path relative to the working
   directory is renamed when its folder is ingested again.
 
+Addresses: a document's own URL (front matter, canonical link) is checked before it is
+stored with its chunks (search/links.py); one that cannot be a link is left out and the
+summary's warnings say why, on every run until it is fixed.
+
 Links: a symbolic or hard link that leads out of the ingested folder is skipped with a
 reason, never followed. Library warnings raised while a file is read (pypdf's and
 others') go to the log at debug level with the file's name, not to the terminal.

@@ -203,3 +203,8 @@ def test_the_ingest_command_prints_warnings_and_json_holds_them(tmp_path, monkey
     assert {c["url"] for c in chunks if c["source"] == "guide/install.html"} == {
         "https://kettle.example.org/en/latest/install.html#installing",
         "https://kettle.example.org/en/latest/install.html#with-pip"}
+    hits = json.loads(CliRunner().invoke(cli, ["search", "--json", "taxis paid back within a week"],
+                                         catch_exceptions=False).output)["hits"]
+    assert hits[0]["source"] == "travel.md" and hits[0]["url"] == "https://wiki.example.com/travel%20guide"
+    answer = CliRunner().invoke(cli, ["ask", "Are taxis paid back within a week?"], catch_exceptions=False)
+    assert "  [1] travel.md — Travel  https://wiki.example.com/travel%20guide" in answer.output

@@ -9,7 +9,7 @@ import pytest
 
 from bot.answer.record import TurnRecord
 from bot.slack.mrkdwn import link, link_target, passage_line, source_line
-from bot.slack.render import render_turn
+from bot.slack.render import SECTION_TEXT_MAX, render_turn
 from search.links import URL_MAX_CHARS, BadURL, document_url, link_for, normalise
 from tests.slack_harness import block_text
 
@@ -108,3 +108,25 @@ def test_an_answer_links_each_cited_source_by_its_recorded_address():
     text = block_text(message.block_dicts())
     assert "<https://wiki.example.com/travel%7Cx%3Ey|[1] people/travel.md — Travel › Per &lt;diem&gt;>" in text
     assert "*[2]* evil.md — Evil" in text and "javascript" not in text
+
+
+def test_long_links_are_packed_into_sections_by_whole_lines():
+    url = "https://wiki.example.com/" + "a&bcdefgh/" * 40 + "x" * 1300  # 1,725 characters, 1,885 escaped
+    passages = [{"number": n, "chunk_id": f"c{n}", "source": f"doc-{n}.md", "heading_path": ["&" * 400],
+                 "page": None, "chars": 10, "url": url + str(n)} for n in range(1, 9)]
+    record = TurnRecord(turn_id="t-0123456789ab", created_at="2025-01-01T00:00:00+00:00", question="q?",
+                        condensed_query="q?", answer="Eight sources.", passages=passages)
+    (message,) = render_turn(record)
+    sections = [b["text"]["text"] for b in message.block_dicts()
+                if b["type"] == "section" and b["text"]["text"] != "Eight sources."]
+    assert all(len(s) <= SECTION_TEXT_MAX for s in sections)
+    lines = "\n".join(sections).split("\n")
+    assert lines[0] == "*Sources*" and len(lines) == 9
+    for line in lines[1:]:  # each whole: a complete link, or the label alone when too long
+        assert (line.startswith("<https://") and line.endswith(">")) or line.startswith("*[")
+    assert sum(line.startswith("<") for line in lines) == 0  # 1,885 + a label of 1,500 escaped > LINE_MAX
+    short = [{**p, "heading_path": ["Intro"]} for p in passages]
+    (message,) = render_turn(TurnRecord(**{**record.__dict__, "passages": short}))
+    lines = "\n".join(b["text"]["text"] for b in message.block_dicts() if b["type"] == "section"
+                      and b["text"]["text"] != "Eight sources.").split("\n")
+    assert sum(line.startswith("<https://") and line.endswith("Intro>") for line in lines) == 8

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from search.links import BadURL, link_for, normalise
 
-# A label longer than this is cut: a source line (link and label) must fit one section.
-LABEL_MAX = 400
+# A source line must fit one section of Slack text (3,000 characters) with room for the
+# "*Sources*" title, so that sources are packed into sections by whole lines and a link is
+# never cut in two: labels are cut at LABEL_MAX characters (at most 5 times longer once
+# escaped), and a link longer than LINE_MAX is shown as its label alone.
+LABEL_MAX = 300
+LINE_MAX = 2900
 
 
 def escape(text: str) -> str:
@@ -41,7 +45,7 @@ def link(url: str | None, label: str) -> str:
         label = label[: LABEL_MAX - 1].rstrip() + "…"
     text = escape(label)
     target = link_target(url)
-    if target is None:
+    if target is None or len(target) + len(text) + 3 > LINE_MAX:
         return text
     return f"<{target}|{text.replace('|', '¦')}>"
 
@@ -62,9 +66,26 @@ def source_line(number: int | None, source: str, heading_path: list[str], page: 
     """`*[1]* handbook/x.md — Section › Subsection, p. iv`, escaped; with a usable address a
     Slack link, `<url|[1] handbook/x.md — Section › Subsection>` (a label holds no formatting)."""
     label = source_label(source, heading_path, page)
-    if link_target(url) is not None:
-        return link(url, (f"[{number}] " if number is not None else "") + label)
-    return (f"*[{number}]* " if number is not None else "") + escape(label)
+    marker = f"[{number}] " if number is not None else ""
+    line = link(url, marker + label)
+    if line.startswith("<"):
+        return line
+    return (f"*[{number}]* " if number is not None else "") + link(None, label)
+
+
+def pack_lines(title: str, lines: list[str], limit: int) -> list[str]:
+    """The title and lines as texts of at most `limit` characters, cut between lines only
+    (a source line is at most LINE_MAX long)."""
+    texts: list[str] = []
+    current = title
+    for line in lines:
+        if len(current) + 1 + len(line) > limit:
+            texts.append(current)
+            current = line
+        else:
+            current += "\n" + line
+    texts.append(current)
+    return texts
 
 
 def passage_line(passage: dict, url_template: str | None = None) -> str:

@@ -28,7 +28,7 @@ from slack_sdk.models.blocks import (
 
 from bot.answer import sentences
 from bot.answer.record import LoggedTurn, TurnRecord
-from bot.slack.mrkdwn import escape, passage_line, unescape  # noqa: F401 (unescape: re-exported)
+from bot.slack.mrkdwn import escape, pack_lines, passage_line, unescape  # noqa: F401 (unescape: re-exported)
 
 SECTION_TEXT_MAX = 3000
 MESSAGE_BLOCKS_MAX = 50
@@ -210,7 +210,8 @@ def render_turn(record: TurnRecord, *, ephemeral: bool = False, shared_by: str |
         shown = [p for p in record.passages if p.get("number") in cited] or record.passages
         lines = [passage_line(p, url_template) for p in shown]
         trailer.append(DividerBlock())
-        trailer.extend(_sections("*Sources*\n" + "\n".join(lines)))
+        trailer.extend(SectionBlock(text=MarkdownTextObject(text=t))
+                       for t in pack_lines("*Sources*", lines, SECTION_TEXT_MAX))
     details = [_checks_summary(record)]
     if record.label and not record.error:
         details.append(escape(record.label))
@@ -319,7 +320,8 @@ def render_explanation(turn: LoggedTurn) -> SlackMessage:
             outcome += "\n*Support:* " + ", ".join(bits)
     parts.append(outcome)
     if r.passages:
-        lines = [passage_line(p) for p in r.passages]
+        # As text, not links: this part is cut into sections anywhere, and could cut a link.
+        lines = [passage_line({**p, "url": None}) for p in r.passages]
         parts.append("*Passages given to the composer*\n" + "\n".join("• " + ln for ln in lines))
     if r.candidates:
         given = {p.get("chunk_id"): p.get("number") for p in r.passages}
