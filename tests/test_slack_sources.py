@@ -40,11 +40,11 @@ def _sources(blocks: list[dict]) -> list[str]:
 
 @pytest.mark.parametrize(("question", "expected"), [
     ("How do I install the kettle with pip and wait for the whistle?",
-     "<https://kettle.example.org/en/latest/install.html#with-pip|[1] guide/install.html — "
-     "Installing › With pip>"),
+     ("<https://kettle.example.org/en/latest/install.html#with-pip|[1] guide/install.html — "
+      "Installing › With pip>")),
     ("Are taxis after midnight paid back within a week?",
-     "<https://intranet.example.com/travel?lang=en&amp;view=full|[1] travel.md — "
-     "Travel &amp; expenses › Taxis &lt;late&gt;>"),
+     ("<https://intranet.example.com/travel?lang=en&amp;view=full|[1] travel.md — "
+      "Travel &amp; expenses › Taxis &lt;late&gt;>")),
     ("When do we descale the office kettle?",
      "<https://wiki.example.com/docs/kitchen.md|[1] kitchen.md — Kitchen › Descaling>"),
 ])
