@@ -71,6 +71,14 @@ class Skipped:
 
 
 @dataclass
+class IngestWarning:
+    """A file ingested with something left out, and why (a document's unusable address)."""
+
+    source: str
+    reason: str
+
+
+@dataclass
 class IngestSummary:
     documents: int = 0  # documents written (new or changed)
     unchanged: int = 0
@@ -78,8 +86,7 @@ class IngestSummary:
     chunks: int = 0  # chunks written in this run
     skipped: list[Skipped] = field(default_factory=list)
     seconds: float = 0.0
-    # Ingested, but with something left out (a document's address that cannot be a link).
-    warnings: list[Skipped] = field(default_factory=list)
+    warnings: list[IngestWarning] = field(default_factory=list)
 
     def as_json(self) -> dict:
         return {
@@ -411,7 +418,7 @@ def ingest(
         if r.doc is not None:
             linked, problem = addressed(r.doc, source_url)
             if problem:
-                summary.warnings.append(Skipped(f.source, problem))
+                summary.warnings.append(IngestWarning(f.source, problem))
             content_hash = with_links(content_hash, linked)
         if stored.get(f.source) == fingerprint(content_hash, f.origin):
             summary.unchanged += 1

@@ -40,7 +40,7 @@ def link_target(url: str | None) -> str | None:
 
 def link(url: str | None, label: str) -> str:
     """`<url|label>` with the label (plain text) escaped; the escaped label alone when the
-    address cannot be a link."""
+    address cannot be a link or the link would be longer than LINE_MAX."""
     if len(label) > LABEL_MAX:
         label = label[: LABEL_MAX - 1].rstrip() + "…"
     text = escape(label)
@@ -68,7 +68,7 @@ def source_line(number: int | None, source: str, heading_path: list[str], page: 
     label = source_label(source, heading_path, page)
     marker = f"[{number}] " if number is not None else ""
     line = link(url, marker + label)
-    if line.startswith("<"):
+    if line.startswith("<"):  # a link: an escaped label never starts with "<"
         return line
     return (f"*[{number}]* " if number is not None else "") + link(None, label)
 
