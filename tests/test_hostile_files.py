@@ -151,4 +151,5 @@ def test_ingest_json_lists_skipped_files_and_library_warnings(tmp_path, monkeypa
                             "pipe.txt", "warned.pdf"}
     assert "CITEBOT_INGEST_MAX_PAGES" in skipped["pages.pdf"]
     (warned,) = [w for w in out["warnings"] if w["source"] == "warned.pdf"]
-    assert "library warning(s) while reading" in warned["warning"] and "(all in the log at debug level)" in warned["warning"]
+    assert "library warning(s) while reading" in warned["reason"]
+    assert "(all in the log at debug level)" in warned["reason"]
