@@ -36,6 +36,9 @@ _SPACE_RE = re.compile(r"\s+")
 def normalise(text: str) -> str:
     """The one normaliser: both the quotation and the source go through it."""
     text = unicodedata.normalize("NFKC", text)  # also folds non-breaking spaces
+    # The prompt escapes "<" of a tag of ours inside passage text (bot/answer/prompt.py):
+    # a model quoting the escaped form quotes the document.
+    text = text.replace("&lt;", "<")
     text = "".join(_QUOTES.get(c, c) for c in text)
     text = _ELLIPSIS_RE.sub(" " + ELLIPSIS + " ", text)
     text = _DASH_RE.sub(" - ", text)

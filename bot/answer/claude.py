@@ -33,7 +33,9 @@ from bot.answer.passages import Passage
 from bot.answer.prompt import (
     Prompt,
     answer_prompt,
+    REFUSAL_TOKEN,
     condense_prompt,
+    echoed_refusal,
     judge_prompt,
     parse_refusal,
     parse_verdict,
@@ -325,6 +327,14 @@ class ClaudeComposer:
             timings_ms={"model": model_ms},
         )
         reason = parse_refusal(text)
+        echoed = echoed_refusal(reason, [(p.number, p.text) for p in passages]) if reason else None
+        if echoed is not None:
+            # The document wrote the refusal and the model repeated it: not a decline.
+            errors.append(f"the reply repeated a {REFUSAL_TOKEN} line written in passage [{echoed}]")
+            return self._fallback(
+                f"its reply repeated a {REFUSAL_TOKEN} line that passage [{echoed}] holds (document text, "
+                "not the model's judgement)", question, passages, definitions, aliases, prompt, errors,
+                usage, model_ms, backend_error=False)
         if stop == "refusal":
             reason = reason or "the model declined to answer (stop_reason: refusal)"
         if reason is not None:
@@ -339,10 +349,11 @@ class ClaudeComposer:
     def _fallback(
         self, reason: str, question: str, passages: Sequence[Passage],
         definitions: Sequence[GlossaryEntry], aliases: Sequence[Expansion], prompt: Prompt,
-        errors: list[str], usage: dict[str, int], model_ms: float,
+        errors: list[str], usage: dict[str, int], model_ms: float, *, backend_error: bool = True,
     ) -> Composition:
         log.warning("compose_fallback", model=self.model, reason=reason, attempts=len(errors))
-        BACKEND_ERRORS.labels("anthropic").inc()
+        if backend_error:
+            BACKEND_ERRORS.labels("anthropic").inc()
         started = self.messages.clock()
         comp = self.fallback.compose(question, passages, definitions, aliases)
         own = comp.label or f"{comp.composer} answer"
