@@ -76,7 +76,7 @@ def worker(args: argparse.Namespace) -> None:
     components = Components(settings)
     components.embedder = HashingEmbedder()
     bot = build_bot(components)
-    server = SlackHttpServer(bot.app, host="127.0.0.1", port=0, readiness=components.readiness)
+    server = SlackHttpServer(bot.app, signing_secret=SIGNING_SECRET, host="127.0.0.1", port=0, readiness=components.readiness)
     bot.warm_up()
     stopper = threading.Thread(target=server.stop, daemon=True)
     signal.signal(signal.SIGTERM, lambda *_: stopper.ident is None and stopper.start())

@@ -65,7 +65,7 @@ def start_bot(standin, test_embedder):
         if store is not None:
             components.store = store
         bot = build_bot(components)
-        server = SlackHttpServer(bot.app, host="127.0.0.1", port=0,
+        server = SlackHttpServer(bot.app, signing_secret=SIGNING_SECRET, host="127.0.0.1", port=0,
                                  readiness=components.readiness).start()
         harness = Harness(components, bot, server, SlackSender(server.url))
         started.append(harness)

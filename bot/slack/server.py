@@ -153,12 +153,12 @@ def guarded(inner: WsgiApp, signing_secret: str, path: str = EVENTS_PATH,
     return application
 
 
-def wsgi_app(app: App, path: str = EVENTS_PATH, readiness: Readiness | None = None,
-             signing_secret: str | None = None) -> WsgiApp:
+def wsgi_app(app: App, signing_secret: str, path: str = EVENTS_PATH,
+             readiness: Readiness | None = None) -> WsgiApp:
     """Bolt's WSGI handler behind the size and signature guard, plus the probes; usable
-    under any WSGI server. The secret defaults to the one the Bolt app verifies with."""
-    secret = signing_secret if signing_secret is not None else app._signing_secret  # noqa: SLF001
-    return probes(readiness, guarded(SlackRequestHandler(app, path=path), secret, path))
+    under any WSGI server. The secret is the one the Bolt app was built with (passed in
+    explicitly: Bolt's own copy is private)."""
+    return probes(readiness, guarded(SlackRequestHandler(app, path=path), signing_secret, path))
 
 
 class _Server:
@@ -215,9 +215,9 @@ class SlackHttpServer(_Server):
 
     LISTENING_EVENT = "slack_http_listening"
 
-    def __init__(self, app: App, *, host: str = "0.0.0.0", port: int = 3000,
+    def __init__(self, app: App, *, signing_secret: str, host: str = "0.0.0.0", port: int = 3000,
                  path: str = EVENTS_PATH, readiness: Readiness | None = None) -> None:
-        super().__init__(wsgi_app(app, path, readiness), host=host, port=port, path=path)
+        super().__init__(wsgi_app(app, signing_secret, path, readiness), host=host, port=port, path=path)
 
 
 class ProbeServer(_Server):
