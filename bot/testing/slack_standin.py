@@ -3,8 +3,12 @@
 `SlackStandIn` is a stdlib threaded HTTP server on 127.0.0.1, port 0. `POST|GET /api/<method>`
 answers like the Web API (auth.test, chat.postMessage, chat.update, chat.delete,
 chat.postEphemeral, reactions.add/remove, conversations.replies, conversations.info,
-assistant.threads.setStatus) and keeps each channel's messages, so conversations.replies
-reads back what the bot posted, metadata included. `POST /response/<name>` is a
+assistant.threads.setStatus, and the streaming trio chat.startStream, chat.appendStream and
+chat.stopStream) and keeps each channel's messages, so conversations.replies reads back what
+the bot posted or streamed, metadata included. A streamed message's text is everything
+appended to it; once stopped, its blocks are one `markdown` block of that text followed by
+the blocks stopStream carried. Slack's documented size limits are enforced: at most 12,000
+characters of markdown per streaming call and across the markdown blocks of one message. `POST /response/<name>` is a
 response_url. Every call is recorded with its arrival time; `fail()` makes the next calls
 of a method return an error, as Slack would, and `fail_http()` answers them with HTTP 429
 and Retry-After (rate limited) or a 5xx (Slack failing).
@@ -28,6 +32,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from slack_sdk.signature import SignatureVerifier
+
+# Slack's: markdown_text of one streaming call, and all markdown blocks of one message.
+MARKDOWN_MAX = 12_000
 
 BOT_TOKEN = "xoxb-standin-0000-secret"
 SIGNING_SECRET = "standin-signing-secret-0123456789"
@@ -121,6 +128,11 @@ class SlackStandIn:
         with self._lock:
             return [dict(m) for m in self._messages.get(channel, [])]
 
+    def statuses(self, channel: str, thread_ts: str) -> list[str]:
+        """The assistant.threads.setStatus texts a thread was given, in order ("" clears)."""
+        return [str(c.params.get("status", "")) for c in self.calls("assistant.threads.setStatus")
+                if c.params.get("channel_id") == channel and c.params.get("thread_ts") == thread_ts]
+
     def fail(self, method: str, error: str = "internal_error", times: int = 1) -> None:
         """The next `times` calls of `method` answer {"ok": false, "error": error}; for
         method "response_url", the next posts to a response_url answer HTTP 500."""
@@ -165,7 +177,7 @@ class SlackStandIn:
                 params.update(json.loads(raw))
             else:
                 params.update({k: v[-1] for k, v in urllib.parse.parse_qs(raw.decode()).items()})
-        for key in ("blocks", "metadata"):
+        for key in ("blocks", "metadata", "chunks"):
             if isinstance(params.get(key), str):
                 params[key] = json.loads(params[key])
         if url.path.startswith("/response/"):
@@ -229,6 +241,10 @@ class SlackStandIn:
                 return {"ok": True, "url": "https://standin.slack.com/", "team": "Stand-in",
                         "user": "citebot", "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID,
                         "is_enterprise_install": False}
+            if method in ("chat.postMessage", "chat.update") and _markdown_chars(p) > MARKDOWN_MAX:
+                return {"ok": False, "error": "msg_blocks_too_long"}
+            if method.startswith("chat.") and method.endswith("Stream"):
+                return self._stream(method, channel, p)
             if method == "chat.postMessage":
                 ts = self._next_ts()
                 message = {"type": "message", "user": BOT_USER_ID, "bot_id": BOT_ID, "ts": ts,
@@ -271,6 +287,50 @@ class SlackStandIn:
                 return {"ok": True, "messages": thread, "has_more": False,
                         "response_metadata": {"next_cursor": ""}}
             return {"ok": False, "error": "unknown_method"}
+
+    def _stream(self, method: str, channel: str, p: dict[str, Any]) -> dict[str, Any]:
+        """chat.startStream / appendStream / stopStream (the lock is held)."""
+        text = _stream_text(p)
+        if len(text) > MARKDOWN_MAX:
+            return {"ok": False, "error": "msg_too_long"}
+        if method == "chat.startStream":
+            if not p.get("thread_ts"):
+                return {"ok": False, "error": "invalid_arguments"}
+            ts = self._next_ts()
+            message = {"type": "message", "user": BOT_USER_ID, "bot_id": BOT_ID, "ts": ts,
+                       "text": text, "blocks": [], "team": TEAM_ID, "thread_ts": p["thread_ts"],
+                       "streaming": True}
+            self._messages.setdefault(channel, []).append(message)
+            return {"ok": True, "channel": channel, "ts": ts}
+        message = next((m for m in self._messages.get(channel, []) if m["ts"] == p.get("ts")), None)
+        if message is None:
+            return {"ok": False, "error": "message_not_found"}
+        if not message.get("streaming"):
+            return {"ok": False, "error": "message_not_in_streaming_state"}
+        message["text"] += text
+        if method == "chat.stopStream":
+            message["streaming"] = False
+            body = [{"type": "markdown", "text": message["text"]}] if message["text"] else []
+            message["blocks"] = body + list(p.get("blocks") or [])
+            if p.get("metadata"):
+                message["metadata"] = p["metadata"]
+        elif method != "chat.appendStream":
+            return {"ok": False, "error": "unknown_method"}
+        return {"ok": True, "channel": channel, "ts": message["ts"]}
+
+
+def _stream_text(p: dict[str, Any]) -> str:
+    """The markdown a streaming call carries: markdown_text, then its markdown_text chunks."""
+    text = str(p.get("markdown_text") or "")
+    for chunk in p.get("chunks") or []:
+        if isinstance(chunk, dict) and chunk.get("type") == "markdown_text":
+            text += str(chunk.get("text") or "")
+    return text
+
+
+def _markdown_chars(p: dict[str, Any]) -> int:
+    return sum(len(str(b.get("text") or "")) for b in p.get("blocks") or []
+               if isinstance(b, dict) and b.get("type") == "markdown")
 
 
 @dataclass(frozen=True)
