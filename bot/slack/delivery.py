@@ -25,6 +25,14 @@ def failure_notice(exc: BaseException, turn_id: str) -> SlackMessage:
     return render_notice(failure_text(exc, f"`{turn_id}`"), turn_id)
 
 
+def turn_metadata(record: TurnRecord) -> dict:
+    """The message metadata of an answer: how its thread is read back (bot.slack.recall)."""
+    return {"event_type": TURN_EVENT, "event_payload": {
+        "turn_id": record.turn_id, "question": record.question,
+        "condensed_query": record.condensed_query, "error": bool(record.error),
+        "refused": record.refused}}
+
+
 class Delivery:
     def __init__(self, client: WebClient, url_template: str | None = None) -> None:
         self.client = client
@@ -54,10 +62,7 @@ class Delivery:
     def turn(self, q: Question, record: TurnRecord, progress_ts: str | None) -> None:
         """The answer in place of the placeholder (or fresh), then any further messages."""
         messages = render_turn(record, url_template=self.url_template)
-        metadata = {"event_type": TURN_EVENT, "event_payload": {
-            "turn_id": record.turn_id, "question": record.question,
-            "condensed_query": record.condensed_query, "error": bool(record.error),
-            "refused": record.refused}}
+        metadata = turn_metadata(record)
         first = messages[0]
         delivered = False
         if progress_ts:

@@ -8,8 +8,9 @@ chat.stopStream) and keeps each channel's messages, so conversations.replies rea
 the bot posted or streamed, metadata included. A streamed message's text is everything
 appended to it; once stopped, its blocks are one `markdown` block of that text followed by
 the blocks stopStream carried. Slack's documented size limits are enforced: at most 12,000
-characters of markdown per streaming call and across the markdown blocks of one message. `POST /response/<name>` is a
-response_url. Every call is recorded with its arrival time; `fail()` makes the next calls
+characters of markdown per streaming call and across the markdown blocks of one message.
+`POST /response/<name>` is a response_url. Every call is recorded with its arrival time (so
+tests can see, say, that the status came before the first streamed text); `fail()` makes the next calls
 of a method return an error, as Slack would, and `fail_http()` answers them with HTTP 429
 and Retry-After (rate limited) or a 5xx (Slack failing).
 
