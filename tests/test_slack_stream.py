@@ -10,15 +10,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.answer.checks import check_answer
+from bot.answer.prompt import CONDENSE_SYSTEM
 from bot.slack.recall import TURN_EVENT
 from bot.slack.render import ACTION_WHY, escape
 from bot.slack.split import MARKDOWN_MAX
 from bot.slack.stream import STATUS
 from bot.testing.anthropic_standin import AnthropicStandIn, RecordedRequest, Reply, message, passages_in, running
+from bot.testing import slack_streams
 from bot.testing.slack_standin import SlackStandIn
 from tests.slack_harness import (
     CHANNEL,
+    FOLLOW_UP,
     QUESTION,
     USER,
     block_text,
@@ -63,9 +65,7 @@ def start(start_bot, small_store, anthropic, **overrides):
 
 
 def stream_text(call) -> str:
-    text = str(call.params.get("markdown_text") or "")
-    return text + "".join(c.get("text", "") for c in call.params.get("chunks") or []
-                          if c.get("type") == "markdown_text")
+    return slack_streams.stream_text(call.params)
 
 
 def ask(h, standin: SlackStandIn) -> tuple[dict, dict]:
@@ -234,7 +234,22 @@ def test_the_slash_command_keeps_response_url_with_a_markdown_block(
     assert not any(standin.calls(m) for m in (*STREAM_CALLS, "assistant.threads.setStatus"))
 
 
-def test_check_agreement_helper_is_the_checks_own():
-    # the stream test above compares with the checks' verdicts; they come from this function
-    report = check_answer(f'"{INVENTED}" [1]', {1: ("c", "another text")}, {"c"})
-    assert not report.quotes[0].verified
+def test_a_follow_up_after_a_restart_reads_the_streamed_answer_back(
+        standin, start_bot, small_store, anthropic):
+    def model(request: RecordedRequest) -> Reply:
+        if request.system == CONDENSE_SYSTEM:
+            return message("How long does the Release Train soak run?")
+        return message(claude_answer(request))
+
+    anthropic.always(model)
+    first, first_turn = ask(start(start_bot, small_store, anthropic), standin)
+    restarted = start(start_bot, small_store, anthropic)  # a new process: empty state
+    reply = standin.user_message(CHANNEL, USER, FOLLOW_UP, thread_ts=first["ts"])
+    restarted.sender.event(reply)
+    restarted.drain()
+    (condense,) = [r for r in anthropic.requests if r.system == CONDENSE_SYSTEM]
+    assert QUESTION in condense.user_text and "platform nine" in condense.user_text
+    replies = bot_replies(standin, CHANNEL, first["ts"])
+    assert len(replies) == 2 and all(r["metadata"]["event_type"] == TURN_EVENT for r in replies)
+    second = restarted.components.turnlog.get_turn(buttons(replies[1]["blocks"])[ACTION_WHY])
+    assert second["surface"] == "slack_thread" and second["turn_id"] != first_turn["turn_id"]

@@ -1,7 +1,8 @@
 """Delivery: putting citebot's messages into Slack, so that every turn ends visibly.
 
 A placeholder appears at once and is replaced in place by the answer; if the update is
-refused, the answer is posted fresh and the placeholder removed. Slash-command replies go
+refused, the answer is posted fresh and the placeholder removed. (Claude's answers stream
+instead, bot.slack.stream, and come back to this path when streaming fails.) Slash-command replies go
 through response_url, and as an ephemeral message from the bot when that fails.
 """
 

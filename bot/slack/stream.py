@@ -56,7 +56,7 @@ class Streaming:
         self.client = client
         self.delivery = delivery
         self.team_id = team_id
-        self.enabled = enabled  # the composer streams (Claude): CITEBOT's extractive answers don't
+        self.enabled = enabled  # the composer streams: Claude does; the extractive one does not
 
     def begin(self, q: Question, turn_id: str) -> AnswerStream | None:
         """A stream for this turn, its status shown; None for the placeholder path (no

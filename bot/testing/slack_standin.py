@@ -4,11 +4,10 @@
 answers like the Web API (auth.test, chat.postMessage, chat.update, chat.delete,
 chat.postEphemeral, reactions.add/remove, conversations.replies, conversations.info,
 assistant.threads.setStatus, and the streaming trio chat.startStream, chat.appendStream and
-chat.stopStream) and keeps each channel's messages, so conversations.replies reads back what
-the bot posted or streamed, metadata included. A streamed message's text is everything
-appended to it; once stopped, its blocks are one `markdown` block of that text followed by
-the blocks stopStream carried. Slack's documented size limits are enforced: at most 12,000
-characters of markdown per streaming call and across the markdown blocks of one message.
+chat.stopStream: bot/testing/slack_streams.py) and keeps each channel's messages, so
+conversations.replies reads back what the bot posted or streamed, metadata included.
+Slack's documented size limits are enforced: at most 12,000 characters of markdown per
+streaming call and across the markdown blocks of one message.
 `POST /response/<name>` is a response_url. Every call is recorded with its arrival time (so
 tests can see, say, that the status came before the first streamed text); `fail()` makes the next calls
 of a method return an error, as Slack would, and `fail_http()` answers them with HTTP 429
@@ -34,8 +33,7 @@ from typing import Any
 
 from slack_sdk.signature import SignatureVerifier
 
-# Slack's: markdown_text of one streaming call, and all markdown blocks of one message.
-MARKDOWN_MAX = 12_000
+from bot.testing.slack_streams import MARKDOWN_MAX, markdown_chars, stream_call
 
 BOT_TOKEN = "xoxb-standin-0000-secret"
 SIGNING_SECRET = "standin-signing-secret-0123456789"
@@ -242,10 +240,11 @@ class SlackStandIn:
                 return {"ok": True, "url": "https://standin.slack.com/", "team": "Stand-in",
                         "user": "citebot", "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID,
                         "is_enterprise_install": False}
-            if method in ("chat.postMessage", "chat.update") and _markdown_chars(p) > MARKDOWN_MAX:
+            if method in ("chat.postMessage", "chat.update") and markdown_chars(p) > MARKDOWN_MAX:
                 return {"ok": False, "error": "msg_blocks_too_long"}
             if method.startswith("chat.") and method.endswith("Stream"):
-                return self._stream(method, channel, p)
+                return stream_call(self._messages.setdefault(channel, []), method, channel, p,
+                                   self._next_ts, {"user": BOT_USER_ID, "bot_id": BOT_ID, "team": TEAM_ID})
             if method == "chat.postMessage":
                 ts = self._next_ts()
                 message = {"type": "message", "user": BOT_USER_ID, "bot_id": BOT_ID, "ts": ts,
@@ -288,50 +287,6 @@ class SlackStandIn:
                 return {"ok": True, "messages": thread, "has_more": False,
                         "response_metadata": {"next_cursor": ""}}
             return {"ok": False, "error": "unknown_method"}
-
-    def _stream(self, method: str, channel: str, p: dict[str, Any]) -> dict[str, Any]:
-        """chat.startStream / appendStream / stopStream (the lock is held)."""
-        text = _stream_text(p)
-        if len(text) > MARKDOWN_MAX:
-            return {"ok": False, "error": "msg_too_long"}
-        if method == "chat.startStream":
-            if not p.get("thread_ts"):
-                return {"ok": False, "error": "invalid_arguments"}
-            ts = self._next_ts()
-            message = {"type": "message", "user": BOT_USER_ID, "bot_id": BOT_ID, "ts": ts,
-                       "text": text, "blocks": [], "team": TEAM_ID, "thread_ts": p["thread_ts"],
-                       "streaming": True}
-            self._messages.setdefault(channel, []).append(message)
-            return {"ok": True, "channel": channel, "ts": ts}
-        message = next((m for m in self._messages.get(channel, []) if m["ts"] == p.get("ts")), None)
-        if message is None:
-            return {"ok": False, "error": "message_not_found"}
-        if not message.get("streaming"):
-            return {"ok": False, "error": "message_not_in_streaming_state"}
-        message["text"] += text
-        if method == "chat.stopStream":
-            message["streaming"] = False
-            body = [{"type": "markdown", "text": message["text"]}] if message["text"] else []
-            message["blocks"] = body + list(p.get("blocks") or [])
-            if p.get("metadata"):
-                message["metadata"] = p["metadata"]
-        elif method != "chat.appendStream":
-            return {"ok": False, "error": "unknown_method"}
-        return {"ok": True, "channel": channel, "ts": message["ts"]}
-
-
-def _stream_text(p: dict[str, Any]) -> str:
-    """The markdown a streaming call carries: markdown_text, then its markdown_text chunks."""
-    text = str(p.get("markdown_text") or "")
-    for chunk in p.get("chunks") or []:
-        if isinstance(chunk, dict) and chunk.get("type") == "markdown_text":
-            text += str(chunk.get("text") or "")
-    return text
-
-
-def _markdown_chars(p: dict[str, Any]) -> int:
-    return sum(len(str(b.get("text") or "")) for b in p.get("blocks") or []
-               if isinstance(b, dict) and b.get("type") == "markdown")
 
 
 @dataclass(frozen=True)
