@@ -59,8 +59,9 @@ def settled(text: str, end: int) -> bool:
 
 def settled_ends(text: str, after: int = 0) -> Iterator[int]:
     """The final sentence ends of the text so far past `after`, in order (the checks'
-    sentence ends: none inside a quotation unless it is a blank line)."""
-    for m in sentences.ends(text):
+    sentence ends: none inside a quotation unless it is a blank line). `after` is 0 or a
+    settled end, where the scan may start (the matches after it are the same)."""
+    for m in sentences.SENTENCE_END.finditer(text, after):
         end = m.end()
         if end <= after:
             continue

@@ -13,7 +13,7 @@ Speed and exactly-once: every listener acks at once (Bolt lazy listeners with
 process_before_response, so the ack is written before any work starts) and the work runs
 on a worker pool. Each event is claimed (its event id, and its message) in Redis or in
 this process before any work, so a retried or doubled delivery gets no second reply on any
-replica. A status (Claude's answers then stream in: bot.slack.stream) or a placeholder shows at once.
+replica. A status (then Claude's streamed answer: bot.slack.stream) or a placeholder shows at once.
 
 No silent failures: every triggered turn ends in Slack with an answer, a refusal or an
 error message carrying its turn id, also when search, Redis or the model is down.

@@ -9,8 +9,10 @@ for when the queue is empty. Every request is recorded with its arrival time.
 A request with `"stream": true` (the SDK's messages.stream) gets a scripted 200 message as
 server-sent events, the way the API streams it: message_start, one text block in deltas of
 `Reply.chunk_chars` characters, message_delta with the stop reason and usage, message_stop.
-`Reply.break_after` ends such a stream early with an `overloaded_error` event after that many
-characters, as the API does when it fails mid-answer. Error replies are plain HTTP errors.
+`Reply.chunk_delay_s` paces the deltas like a model writing (a reply not streamed then
+comes once its deltas would all have been written); `Reply.break_after` ends a stream early
+with an `overloaded_error` event after that many characters, as the API does when it fails
+mid-answer. Error replies are plain HTTP errors.
 
 Nothing here patches the SDK: the client is pointed at `standin.base_url`.
 """
@@ -43,6 +45,7 @@ class Reply:
     delay_s: float = 0.0
     chunk_chars: int = 12  # streamed: characters per text delta
     break_after: int | None = None  # streamed: an error event after this many characters
+    chunk_delay_s: float = 0.0  # streamed: the wait before each text delta (a model's pace)
 
 
 @dataclass(frozen=True)
@@ -227,6 +230,10 @@ class AnthropicStandIn:
                 if body.get("stream") and _streamable(reply):
                     self._stream(reply)
                     return
+                if reply.chunk_delay_s and _streamable(reply):  # the same pace, all at the end
+                    deltas = sum(1 for e, _ in sse_events(reply) if e == "content_block_delta")
+                    if standin._stopping.wait(reply.chunk_delay_s * deltas):
+                        return
                 payload = (reply.body if isinstance(reply.body, str)
                            else json.dumps(reply.body)).encode("utf-8")
                 try:
@@ -249,6 +256,9 @@ class AnthropicStandIn:
                     self.send_header("request-id", "req_standin_" + uuid.uuid4().hex[:12])
                     self.end_headers()
                     for event, data in sse_events(reply):
+                        if event == "content_block_delta" and reply.chunk_delay_s:
+                            if standin._stopping.wait(reply.chunk_delay_s):
+                                return
                         self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
                         self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
