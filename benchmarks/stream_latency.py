@@ -73,7 +73,8 @@ def main() -> int:
         settings = load_settings(slack_bot_token=BOT_TOKEN, slack_signing_secret=SIGNING_SECRET,
                                  slack_api_url=slack.api_url, anthropic_api_key="sk-ant-bench",
                                  anthropic_base_url=model.base_url, anthropic_timeout_s=30.0,
-                                 anthropic_budget_s=60.0, store=Path(tmp) / "store")
+                                 anthropic_budget_s=60.0, store=Path(tmp) / "store",
+                                 rate_limit_per_minute=1000)
         components = Components(settings)
         components.embedder, components.store = embedder, store
         bot = build_bot(components)
