@@ -58,13 +58,14 @@ class Streaming:
         self.team_id = team_id
         self.enabled = enabled  # the composer streams: Claude does; the extractive one does not
 
-    def begin(self, q: Question, turn_id: str) -> AnswerStream | None:
-        """A stream for this turn, its status shown; None for the placeholder path (no
-        streaming composer, no thread to stream in, or the status refused)."""
-        if not self.enabled or not q.reply_thread_ts or q.surface == SURFACE_EPHEMERAL:
-            return None
-        stream = AnswerStream(self.client, self.delivery, q, turn_id, self.team_id)
-        return stream if stream.status(STATUS, LOADING_MESSAGES) else None
+    def begin(self, q: Question, turn_id: str) -> tuple[AnswerStream | None, str | None]:
+        """Progress shown at once: (a stream, None) once its status is up, or (None, the
+        placeholder's ts) without a streaming composer, a thread to stream in, or the status."""
+        if self.enabled and q.reply_thread_ts and q.surface != SURFACE_EPHEMERAL:
+            stream = AnswerStream(self.client, self.delivery, q, turn_id, self.team_id)
+            if stream.status(STATUS, LOADING_MESSAGES):
+                return stream, None
+        return None, self.delivery.progress(q, turn_id)
 
 
 class AnswerStream:
