@@ -199,6 +199,7 @@ class Components:
             passages=self.settings.passages,
             condenser=getattr(composer, "condense", None),
             claim_judge=getattr(composer, "claim_judge", None),
+            source_url=self.settings.source_url,
         )
 
     def readiness(self) -> dict[str, str]:
@@ -250,6 +251,7 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
         rate_limit_per_minute=settings.rate_limit_per_minute,
         socket_mode=socket_mode, listener_workers=listener_workers, turn_workers=turn_workers,
         source_url=settings.source_url,
+        stream_answers=settings.anthropic_api_key is not None,
     )
     bot = SlackBot(
         config, client, identity,

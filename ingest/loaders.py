@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import urljoin
 
 from ingest import furniture
 from ingest.document import LoadedDocument, Paragraph, Section
+from ingest.limits import DEFAULT_LIMITS, Limits, over, read_file
 from search.errors import IngestError
 
 FORMATS = {
@@ -31,21 +33,25 @@ class _Outline:
     """Builds sections from a stream of headings and paragraphs."""
 
     def __init__(self) -> None:
-        self.path: list[tuple[int, str]] = []
+        self.path: list[tuple[int, str, str | None]] = []
         self.sections: list[Section] = [Section(())]
+        self.paragraph_count = 0
 
-    def heading(self, level: int, title: str) -> None:
+    def heading(self, level: int, title: str, anchor: str | None = None) -> None:
         title = " ".join(title.split())
         if not title:
             return
         while self.path and self.path[-1][0] >= level:
             self.path.pop()
-        self.path.append((level, title))
-        self.sections.append(Section(tuple(t for _, t in self.path)))
+        self.path.append((level, title, anchor))
+        # A heading without an id of its own is reached through the nearest one above it.
+        nearest = next((a for _, _, a in reversed(self.path) if a), None)
+        self.sections.append(Section(tuple(t for _, t, _ in self.path), anchor=nearest))
 
     def paragraph(self, text: str, page: str | None = None) -> None:
         if text.strip():
             self.sections[-1].paragraphs.append(Paragraph(text, page))
+            self.paragraph_count += 1
 
     def result(self) -> list[Section]:
         return [s for s in self.sections if s.paragraphs]
@@ -64,16 +70,19 @@ def decode_text(data: bytes, source: str) -> str:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise IngestError(f"{source}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+        raise IngestError(f"{source}: not UTF-8 ({exc.reason} at byte {exc.start:,}); convert it, e.g. "
+                          "iconv -f latin1 -t utf-8") from exc
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def load_markdown(text: str, source: str, *, atx: bool = True, fmt: str = "markdown") -> LoadedDocument:
     """Markdown (ATX and setext headings, fenced code kept whole) or setext-only text."""
     lines = text.split("\n")
+    url = None
     if atx and lines and lines[0].strip() == _FRONT_MATTER:
         for i in range(1, len(lines)):
             if lines[i].strip() == _FRONT_MATTER:
+                url = front_matter_url(lines[1:i])
                 lines = lines[i + 1 :]
                 break
     outline = _Outline()
@@ -116,7 +125,23 @@ def load_markdown(text: str, source: str, *, atx: bool = True, fmt: str = "markd
             para.append(line)
     flush()
     title = outline.first_heading() or Path(source).stem
-    return LoadedDocument(source, title, fmt, outline.result())
+    return LoadedDocument(source, title, fmt, outline.result(), url=url)
+
+
+_URL_KEY = re.compile(r"^url[ \t]*:[ \t]*(.*?)[ \t]*$")
+
+
+def front_matter_url(lines: list[str]) -> str | None:
+    """The `url:` of a front matter block (YAML's plain or quoted scalar on one line), as written."""
+    for line in lines:
+        m = _URL_KEY.match(line)
+        if not m:
+            continue
+        value = m.group(1)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            return value[1:-1]
+        return re.sub(r"[ \t]+#.*$", "", value)  # a YAML comment after the value
+    return None
 
 
 class _HTMLOutline(HTMLParser):
@@ -131,10 +156,18 @@ class _HTMLOutline(HTMLParser):
     # An open element of these is closed by the next one of the same kind.
     SELF_CLOSING = frozenset({"li", "dt", "dd", "tr", "td", "th", "p", "option"})
     NEVER_FURNITURE = frozenset({"html", "body", "main", "article"})
+    # Real pages nest at most 63 elements deep (sqlite's changelog); an unbounded scan let
+    # "<ul><li><div>" + "<span>" * 990 + "<li>x</li>" * 100_000 (1 MB) take 23.7 s.
+    SCOPE_SCAN = 128
 
-    def __init__(self, main_only: bool = False) -> None:
+    def __init__(self, main_only: bool = False, max_depth: int = DEFAULT_LIMITS.max_depth) -> None:
         super().__init__(convert_charrefs=True)
         self.outline = _Outline()
+        self.max_depth = max_depth
+        # How many of each tag are open: an end tag with none open is dropped at once (a
+        # scan of the stack for each stray end tag made "<div>"*10000 + "</span>"*10000
+        # quadratic: 2.6 s, and minutes at 100,000).
+        self.open_tags: dict[str, int] = {}
         # The paragraph being read, as (text, kind) segments: kind is "text", "link"
         # (a link to another page), "anchor" (a link within the page) or "nav".
         self.buf: list[list[str]] = []
@@ -155,6 +188,13 @@ class _HTMLOutline(HTMLParser):
         self.lists: list[list] = []
         # The stack depth of a level 1-2 heading read inside furniture (see handle_starttag).
         self.furniture_heading: int | None = None
+        # Addresses: <link rel="canonical"> and <base> hrefs; ids that may name the next
+        # heading, each with the paragraph count when it was seen (see _open_heading); and
+        # the open heading's own id, <a id|name> and <a href="#…"> (a permalink) inside it.
+        self.canonical: str | None = None
+        self.base: str | None = None
+        self.ids: list[tuple[str, int]] = []
+        self.heading_ids: dict[str, str] = {}
 
     # -- element stack -------------------------------------------------------------
     def _is_furniture(self, tag: str, attrs: dict[str, str | None]) -> bool:
@@ -176,16 +216,22 @@ class _HTMLOutline(HTMLParser):
         role = (attrs.get("role") or "").lower()
         content = tag in furniture.CONTENT_TAGS or role in furniture.CONTENT_ROLES
         main = tag == "main" or role == "main"
+        if len(self.stack) >= self.max_depth:
+            raise _TooDeep(len(self.stack) + 1)
         self.stack.append((tag, mute, content, main, mute or self._silent))
+        self.open_tags[tag] = self.open_tags.get(tag, 0) + 1
         self.muted += mute
         self.content += content
         self.main += main
 
     def _pop_to(self, tag: str) -> bool:
+        if not self.open_tags.get(tag):
+            return False
         for i in range(len(self.stack) - 1, -1, -1):
             if self.stack[i][0] == tag:
                 while len(self.stack) > i:
                     t, mute, content, main, silent = self.stack.pop()
+                    self.open_tags[t] -= 1
                     self.muted -= mute
                     self.content -= content
                     self.main -= main
@@ -204,13 +250,15 @@ class _HTMLOutline(HTMLParser):
     # -- parser callbacks ----------------------------------------------------------
     def handle_starttag(self, tag: str, attr_list: list) -> None:
         attrs = {k.lower(): v for k, v in attr_list}
+        self._addresses(tag, attrs)
         if tag == "title":
             self.in_title = True
         if tag == "body":
             self._pop_to("head")  # an unclosed <head> ends where the body starts
-        if tag in self.SELF_CLOSING and self.stack:
-            # <li> closes an open <li> of the same list, <p> an open <p>, and so on.
-            for t, *_ in reversed(self.stack):
+        if tag in self.SELF_CLOSING and self.open_tags.get(tag):
+            # <li> closes an open <li> of the same list, <p> an open <p>, and so on; looked
+            # for among the nearest SCOPE_SCAN open elements only.
+            for t, *_ in reversed(self.stack[-self.SCOPE_SCAN:]):
                 if t == tag:
                     self._pop_to(tag)
                     break
@@ -231,16 +279,17 @@ class _HTMLOutline(HTMLParser):
                 # marker, while sidebars title their boxes at level 3 and below (Sphinx).
                 self._flush()
                 self.furniture_heading = len(self.stack) - 1
-                self.heading_level = int(tag[1])
-                self.heading_buf = []
+                self._open_heading(tag, attrs)
             return
+        ident = attrs.get("id") or (attrs.get("name") if tag == "a" else None)
+        if ident and self.heading_level is None and not re.fullmatch(r"h[1-6]", tag):
+            self.ids.append((ident, self.outline.paragraph_count))
         if tag == "a":
             target = self.heading_buf if self.heading_level is not None else self.buf
             self.links.append((target, len(target), attrs))
         elif re.fullmatch(r"h[1-6]", tag):
             self._flush()
-            self.heading_level = int(tag[1])
-            self.heading_buf = []
+            self._open_heading(tag, attrs)
         elif tag == "tr":
             self._flush()
             self.cells = []
@@ -281,7 +330,9 @@ class _HTMLOutline(HTMLParser):
                 for seg in target[start:]:
                     seg[1] = kind
         elif re.fullmatch(r"h[1-6]", tag) and self.heading_level is not None:
-            self.outline.heading(self.heading_level, "".join(t for t, _ in self.heading_buf))
+            found = self.heading_ids
+            anchor = found.get("own") or found.get("inner") or found.get("outer") or found.get("permalink")
+            self.outline.heading(self.heading_level, "".join(t for t, _ in self.heading_buf), anchor)
             self.heading_level = None
             if self.lists:
                 self.lists[0][2] = False  # a list holding headings is not a table of contents
@@ -301,6 +352,38 @@ class _HTMLOutline(HTMLParser):
                 del self.outline.sections[-1].paragraphs[outer[1]:]
         elif tag in self.BLOCKS:
             self._flush()
+
+    # -- addresses -----------------------------------------------------------------
+    def _addresses(self, tag: str, attrs: dict[str, str | None]) -> None:
+        """The page's canonical address and <base>; ids and permalinks inside a heading."""
+        href = (attrs.get("href") or "").strip()
+        if tag == "link" and "canonical" in (attrs.get("rel") or "").lower().split() and href:
+            self.canonical = self.canonical or href
+        elif tag == "base" and href:
+            self.base = self.base or href
+        elif tag == "a" and self.heading_level is not None:
+            ident = attrs.get("id") or attrs.get("name")
+            if ident:
+                self.heading_ids.setdefault("inner", ident)
+            if href.startswith("#") and len(href) > 1:
+                self.heading_ids.setdefault("permalink", href[1:])
+
+    def _open_heading(self, tag: str, attrs: dict[str, str | None]) -> None:
+        """A heading starts. Its anchor: its own id; else an <a id|name> inside it (DocBook);
+        else the nearest id opened since the last paragraph (Sphinx's <section id>, an empty
+        <a name> before it); else a permalink inside it (<a href="#…">, mdBook, Sphinx ¶)."""
+        self.heading_level = int(tag[1])
+        self.heading_buf = []
+        recent = [i for i, count in self.ids if count == self.outline.paragraph_count]
+        self.heading_ids = {k: v for k, v in (("own", attrs.get("id")),
+                                              ("outer", recent[-1] if recent else None)) if v}
+        self.ids.clear()
+
+    def address(self) -> str | None:
+        """The canonical address as written, resolved against <base> when that is absolute."""
+        if self.canonical and self.base and "://" in self.base:
+            return urljoin(self.base, self.canonical)
+        return self.canonical
 
     def handle_data(self, data: str) -> None:
         if self.in_title:
@@ -361,17 +444,30 @@ class _HTMLOutline(HTMLParser):
 _MAIN_LANDMARK = re.compile(r"<main[\s>]|\brole\s*=\s*[\"']?main\b", re.IGNORECASE)
 
 
-def load_html(text: str, source: str) -> LoadedDocument:
-    """An HTML page as sections; with a main landmark, only what is inside it."""
-    parser = _HTMLOutline(main_only=bool(_MAIN_LANDMARK.search(text)))
-    parser.feed(text)
-    parser.close()
-    if parser.main_only and not parser.outline.result():  # an empty main: read the whole page
-        parser = _HTMLOutline()
+class _TooDeep(Exception):
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+
+
+def _parse_html(text: str, source: str, main_only: bool, limits: Limits) -> _HTMLOutline:
+    parser = _HTMLOutline(main_only=main_only, max_depth=limits.max_depth)
+    try:
         parser.feed(text)
         parser.close()
+    except _TooDeep as exc:
+        raise over(f"{source}: HTML nested", f"{exc.depth:,} elements deep", limits.max_depth,
+                   "CITEBOT_INGEST_MAX_DEPTH") from None
+    return parser
+
+
+def load_html(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> LoadedDocument:
+    """An HTML page as sections; with a main landmark, only what is inside it."""
+    parser = _parse_html(text, source, bool(_MAIN_LANDMARK.search(text)), limits)
+    if parser.main_only and not parser.outline.result():  # an empty main: read the whole page
+        parser = _parse_html(text, source, False, limits)
     title = " ".join("".join(parser.title).split()) or parser.outline.first_heading()
-    return LoadedDocument(source, title or Path(source).stem, "html", parser.outline.result())
+    return LoadedDocument(source, title or Path(source).stem, "html", parser.outline.result(),
+                          url=parser.address())
 
 
 # A numbered heading line in a PDF: "2. Protective Equipment", "2.1 Safety Boots".
@@ -381,19 +477,39 @@ _PDF_HEADING = re.compile(r"^(\d+(?:\.\d+)*)\.?\s+([A-Z][^.!?]{1,80})$")
 _DOT_LEADER = re.compile(r"\.{6,}\s*\S+$")
 
 
-def load_pdf(data: bytes, source: str) -> LoadedDocument:
+def load_pdf(data: bytes, source: str, limits: Limits = DEFAULT_LIMITS) -> LoadedDocument:
     """PDF pages with their printed page labels; numbered lines become headings."""
     import io
 
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
+    from pypdf import PdfReader, apply_configuration
+    from pypdf.errors import LimitReachedError, PyPdfError
 
+    inflated = limits.max_inflated_bytes
     try:
-        reader = PdfReader(io.BytesIO(data))
-        labels = list(reader.page_labels)
-        pages = [(labels[i] if i < len(labels) else str(i + 1), p) for i, p in enumerate(reader.pages)]
-        texts = [(label, page.extract_text(extraction_mode="layout") or "") for label, page in pages]
-    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
+        # A stream that inflates past the limit (a decompression bomb) stops pypdf there.
+        with apply_configuration(zlib_maximum_output_length=inflated, lzw_maximum_output_length=inflated,
+                                 run_length_maximum_output_length=inflated,
+                                 jbig2_maximum_output_length=inflated, brotli_maximum_output_length=inflated,
+                                 array_based_stream_maximum_output_length=inflated):
+            reader = PdfReader(io.BytesIO(data))
+            if len(reader.pages) > limits.max_pages:
+                raise over(f"{source}: PDF of", f"{len(reader.pages):,} pages", limits.max_pages,
+                           "CITEBOT_INGEST_MAX_PAGES")
+            labels = list(reader.page_labels)
+            texts: list[tuple[str, str]] = []
+            chars = 0
+            for i, page in enumerate(reader.pages):
+                text = page.extract_text(extraction_mode="layout") or ""
+                chars += len(text)
+                if chars > limits.max_chars:
+                    raise over(f"{source}: PDF text of", f"over {chars:,} characters by page {i + 1}",
+                               limits.max_chars, "CITEBOT_INGEST_MAX_CHARS")
+                texts.append((labels[i] if i < len(labels) else str(i + 1), text))
+    except LimitReachedError as exc:
+        raise IngestError(f"{source}: PDF stream inflates past {inflated:,} bytes, a decompression "
+                          f"bomb or a huge image (raise the limit with CITEBOT_INGEST_MAX_INFLATED_BYTES; "
+                          f"pypdf: {exc})") from exc
+    except (PyPdfError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise IngestError(f"{source}: unreadable PDF ({exc})") from exc
     outline = _Outline()
     meta_title = (reader.metadata.title if reader.metadata else None) or None
@@ -430,21 +546,23 @@ def load_pdf(data: bytes, source: str) -> LoadedDocument:
     return LoadedDocument(source, str(title), "pdf", outline.result())
 
 
-def load(path: Path, source: str) -> LoadedDocument:
+def load(path: Path, source: str, limits: Limits = DEFAULT_LIMITS) -> LoadedDocument:
     """Load one file by its extension; IngestError says why a file cannot be used."""
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise IngestError(f"{source}: unsupported format {path.suffix or '(no extension)'!r}")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(f"{source}: unreadable ({exc.strerror or exc})") from exc
+    data, _stamp = read_file(path, source, limits)
+    return parse(data, fmt, source, limits)
+
+
+def parse(data: bytes, fmt: str, source: str, limits: Limits = DEFAULT_LIMITS) -> LoadedDocument:
+    """A file's bytes, read once (ingest.limits.read_file), as a document of format `fmt`."""
     if not data.strip():
         raise IngestError(f"{source}: empty file")
     if fmt == "pdf":
         if not data.startswith(b"%PDF"):
             raise IngestError(f"{source}: not a PDF (no %PDF header)")
-        doc = load_pdf(data, source)
+        doc = load_pdf(data, source, limits)
     else:
         text = decode_text(data, source)
         if fmt == "markdown":
@@ -452,7 +570,10 @@ def load(path: Path, source: str) -> LoadedDocument:
         elif fmt == "text":
             doc = load_markdown(text, source, atx=False, fmt="text")
         else:
-            doc = load_html(text, source)
+            doc = load_html(text, source, limits)
     if not doc.sections:
         raise IngestError(f"{source}: no text found")
+    chars = sum(len(p.text) for s in doc.sections for p in s.paragraphs)
+    if chars > limits.max_chars:
+        raise over(f"{source}: text of", f"{chars:,} characters", limits.max_chars, "CITEBOT_INGEST_MAX_CHARS")
     return doc

@@ -19,9 +19,19 @@ relative to (its origin, kept with the content hash), so that:
 - a document stored by an earlier version under a path relative to the working
   directory is renamed when its folder is ingested again.
 
+Addresses: a document's own URL (front matter, canonical link) is checked before it is
+stored with its chunks (search/links.py); one that cannot be a link is left out and the
+summary's warnings say why, on every run until it is fixed.
+
 Links: a symbolic or hard link that leads out of the ingested folder is skipped with a
 reason, never followed. Library warnings raised while a file is read (pypdf's and
-others') go to the log at debug level with the file's name, not to the terminal.
+others') go to the log at debug level with the file's name, not to the terminal; the
+summary counts them per file (`warnings`).
+
+Hostile files: each file is read once, bounded by the limits of ingest/limits.py (bytes,
+PDF pages, extracted characters, HTML depth, inflated PDF streams); one over a limit, a
+FIFO or device, or a file that changes while it is read or before its chunks are
+written is skipped with its reason, and the stored version of it, if any, stays.
 """
 
 from __future__ import annotations
@@ -35,17 +45,18 @@ import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import structlog
 
 from ingest.chunker import ChunkingConfig, chunk_document, doc_id_for
-from ingest.document import LoadedDocument, Section
+from ingest.document import LoadedDocument
 from ingest.embedder import Embedder
 from ingest.furniture import repeated_blocks
-from ingest.loaders import FORMATS, load
-from search import calibration
+from ingest.limits import DEFAULT_LIMITS, Limits, file_stamp, read_file
+from ingest.loaders import FORMATS, load, parse
+from search import calibration, links
 from search.errors import IngestError
 from search.store import Store
 from search.types import DocumentRecord
@@ -67,6 +78,15 @@ class Skipped:
 
 
 @dataclass
+class IngestWarning:
+    """A file ingested with something left out or read with complaints, and why (a document's
+    unusable address; library warnings while it was read, counted)."""
+
+    source: str
+    reason: str
+
+
+@dataclass
 class IngestSummary:
     documents: int = 0  # documents written (new or changed)
     unchanged: int = 0
@@ -74,11 +94,13 @@ class IngestSummary:
     chunks: int = 0  # chunks written in this run
     skipped: list[Skipped] = field(default_factory=list)
     seconds: float = 0.0
+    warnings: list[IngestWarning] = field(default_factory=list)
 
     def as_json(self) -> dict:
         return {
             "documents": self.documents, "unchanged": self.unchanged, "deleted": self.deleted,
             "chunks": self.chunks, "skipped": [{"source": s.source, "reason": s.reason} for s in self.skipped],
+            "warnings": [{"source": w.source, "reason": w.reason} for w in self.warnings],
             "seconds": round(self.seconds, 3),
         }
 
@@ -184,8 +206,9 @@ def discover(paths: Iterable[Path], within: Path | None = None) -> tuple[list[Fo
 
 
 @contextmanager
-def library_warnings(source: str) -> Iterator[None]:
-    """Warnings that libraries raise or log while one file is read go to the log (debug)."""
+def library_warnings(source: str, warned: list[IngestWarning] | None = None) -> Iterator[None]:
+    """Warnings that libraries raise or log while one file is read go to the log (debug);
+    with `warned`, one line per file counting them is added to it."""
     records: list[logging.LogRecord] = []
 
     class _Collect(logging.Handler):
@@ -212,12 +235,40 @@ def library_warnings(source: str) -> Iterator[None]:
             log.debug("library_warning", source=source, library=record.name, message=record.getMessage())
         for w in caught:
             log.debug("library_warning", source=source, library=w.category.__name__, message=str(w.message))
+        messages = [r.getMessage() for r in records] + [str(w.message) for w in caught]
+        if warned is not None and messages:
+            first = " ".join(messages[0].split())
+            first = first if len(first) <= 120 else first[:119] + "…"
+            warned.append(IngestWarning(source, f"{len(messages)} library warning(s) while reading, the first: "
+                                         f"{first!r} (all in the log at debug level)"))
 
 
 def without(doc: LoadedDocument, blocks: set[str]) -> LoadedDocument:
     """The document with these paragraphs left out (sections left empty are dropped)."""
-    sections = [Section(s.heading_path, [p for p in s.paragraphs if p.text not in blocks]) for s in doc.sections]
-    return LoadedDocument(doc.source, doc.title, doc.format, [s for s in sections if s.paragraphs])
+    sections = [replace(s, paragraphs=[p for p in s.paragraphs if p.text not in blocks]) for s in doc.sections]
+    return replace(doc, sections=[s for s in sections if s.paragraphs])
+
+
+# Part of a stored fingerprint for a document with an address or heading anchors, so that
+# the first ingest that stores them writes such documents again (a store written before
+# holds none), and a relative address is stored anew when CITEBOT_SOURCE_URL changes.
+LINKS_VERSION = "links-1"
+
+
+def addressed(doc: LoadedDocument, template: str | None) -> tuple[LoadedDocument, str | None]:
+    """The document with its own address checked (search/links.py): absolute, or left out
+    with the reason why."""
+    try:
+        return replace(doc, url=links.document_url(doc.url, doc.source, template)), None
+    except links.BadURL as exc:
+        return replace(doc, url=None), f"{exc}; ingested without it (not shown as a link)"
+
+
+def with_links(content_hash: str, doc: LoadedDocument) -> str:
+    """The content hash, extended for a document that carries an address or anchors."""
+    if not doc.url and not any(s.anchor for s in doc.sections):
+        return content_hash
+    return hashlib.sha256("\x00".join((content_hash, LINKS_VERSION, doc.url or "")).encode()).hexdigest()
 
 
 def _name(found: list[Found], stored: dict[str, str]) -> list[Found]:
@@ -270,29 +321,33 @@ class _Read:
     found: Found
     content_hash: str
     doc: LoadedDocument | None  # loaded when it may need writing, or is judged for furniture
+    stamp: tuple[int, int, int] | None = None  # (size, mtime, inode) when it was read
 
 
-def _read(f: Found, stored: dict[str, tuple[str, Path]]) -> _Read:
-    """Hash a file and load it when it changed; text formats always, for the repetition rule."""
+def _read(f: Found, stored: dict[str, tuple[str, Path]], limits: Limits = DEFAULT_LIMITS,
+          warned: list[IngestWarning] | None = None) -> _Read:
+    """Read a file once, hash it, and load it when it changed; text formats always, for the
+    repetition rule."""
     if not f.path.exists():
         raise IngestError(f"{f.source}: no such file")
     fmt = FORMATS.get(f.path.suffix.lower())
     if fmt is None:
         raise IngestError(f"{f.source}: unsupported format {f.path.suffix or '(no extension)'!r}")
-    content_hash = hashlib.sha256(f.path.read_bytes()).hexdigest()
+    data, stamp = read_file(f.path, f.source, limits)
+    content_hash = hashlib.sha256(data).hexdigest()
     old = stored.get(f.source)
     if fmt not in REPETITION_FORMATS and old == (content_hash, f.origin):
-        return _Read(f, content_hash, None)
-    with library_warnings(f.source):
-        doc = load(f.path, f.source)
-    return _Read(f, content_hash, doc)
+        return _Read(f, content_hash, None, stamp)
+    with library_warnings(f.source, warned):
+        doc = parse(data, fmt, f.source, limits)
+    return _Read(f, content_hash, doc, stamp)
 
 
 def _paragraphs(doc: LoadedDocument) -> list[str]:
     return [p.text for s in doc.sections for p in s.paragraphs]
 
 
-def _furniture(reads: list[_Read], walked: set[Path]) -> dict[str, set[str]]:
+def _furniture(reads: list[_Read], walked: set[Path], limits: Limits = DEFAULT_LIMITS) -> dict[str, set[str]]:
     """Per source, the paragraphs framing most pages of the same ingested folder."""
     groups: dict[Path | None, dict[str, list[str]]] = defaultdict(dict)
     members: dict[Path | None, set[str]] = defaultdict(set)
@@ -307,7 +362,7 @@ def _furniture(reads: list[_Read], walked: set[Path]) -> dict[str, set[str]]:
                 if f.source not in pages and FORMATS.get(f.path.suffix.lower()) in REPETITION_FORMATS:
                     try:
                         with library_warnings(f.source):
-                            pages[f.source] = _paragraphs(load(f.path, f.source))
+                            pages[f.source] = _paragraphs(load(f.path, f.source, limits))
                     except (IngestError, OSError):
                         continue
     out: dict[str, set[str]] = {}
@@ -317,7 +372,8 @@ def _furniture(reads: list[_Read], walked: set[Path]) -> dict[str, set[str]]:
 
 
 def prepare(
-    paths: Iterable[Path], stored: dict[str, str] | None = None, within: Path | None = None
+    paths: Iterable[Path], stored: dict[str, str] | None = None, within: Path | None = None,
+    limits: Limits = DEFAULT_LIMITS, warned: list[IngestWarning] | None = None,
 ) -> tuple[list[_Read], list[Skipped], dict[str, set[str]]]:
     """Discover, name, read and judge furniture: everything before chunking, no store writes."""
     paths = [Path(p) for p in paths]
@@ -328,14 +384,14 @@ def prepare(
     reads: list[_Read] = []
     for f in found:
         try:
-            reads.append(_read(f, known))
+            reads.append(_read(f, known, limits, warned))
         except IngestError as exc:
             skipped.append(Skipped(f.source, str(exc).removeprefix(f"{f.source}: ")))
         except OSError as exc:
             skipped.append(Skipped(f.source, f"unreadable ({exc.strerror or exc})"))
     # A selection `within` a folder is judged among itself, not with the folder's other pages.
     walked = {p.resolve() for p in paths if p.is_dir()} | ({within.resolve()} if within else set())
-    return reads, skipped, _furniture(reads, walked)
+    return reads, skipped, _furniture(reads, walked, limits)
 
 
 def load_collection(paths: Iterable[Path]) -> tuple[list[LoadedDocument], list[Skipped]]:
@@ -355,8 +411,11 @@ def ingest(
     chunking: ChunkingConfig | None = None,
     progress: bool | None = None,
     within: Path | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    source_url: str | None = None,
 ) -> IngestSummary:
-    """Ingest files and folders into the store; see the module docstring (and `discover` for `within`)."""
+    """Ingest files and folders into the store; see the module docstring (and `discover` for
+    `within`); `source_url` (CITEBOT_SOURCE_URL) resolves documents' relative addresses."""
     from tqdm import tqdm
 
     started = time.perf_counter()
@@ -365,7 +424,7 @@ def ingest(
     stored = store.document_hashes()
     known = {s: parse_fingerprint(v) for s, v in stored.items()}
     paths = [Path(p) for p in paths]
-    reads, skipped, furniture = prepare(paths, stored, within)
+    reads, skipped, furniture = prepare(paths, stored, within, limits, summary.warnings)
     summary.skipped = skipped
     show = sys.stderr.isatty() if progress is None else progress
     bar = tqdm(reads, unit="file", disable=not show, file=sys.stderr, desc="ingest")
@@ -376,17 +435,29 @@ def ingest(
         # change (pages added to the folder), the page is chunked again.
         content_hash = r.content_hash if not removed else hashlib.sha256(
             (r.content_hash + "\x00" + "\x00".join(sorted(removed))).encode()).hexdigest()
+        linked = None
+        if r.doc is not None:
+            linked, problem = addressed(r.doc, source_url)
+            if problem:
+                summary.warnings.append(IngestWarning(f.source, problem))
+            content_hash = with_links(content_hash, linked)
         if stored.get(f.source) == fingerprint(content_hash, f.origin):
             summary.unchanged += 1
             continue
-        assert r.doc is not None  # only a file whose fingerprint is stored goes unread
-        doc = without(r.doc, removed)
+        assert linked is not None  # only a file whose fingerprint is stored goes unread
+        doc = without(linked, removed)
         if not doc.sections:
             summary.skipped.append(Skipped(f.source, "only page furniture, no text"))
             continue
         doc_id = doc_id_for(f.source)
         chunks = chunk_document(doc, doc_id, embedder.count_tokens, chunking)
         windows = embedder.embed_chunks(chunks)
+        if file_stamp(f.path) != r.stamp:
+            # Saved again while it was chunked and embedded: what was read is no longer the
+            # file, so nothing is written and the stored version (if any) stays.
+            summary.skipped.append(Skipped(f.source, "changed while it was being ingested; the stored "
+                                                     "version, if any, is kept: ingest again once it is saved"))
+            continue
         store.replace_document(
             DocumentRecord(doc_id, f.source, fingerprint(content_hash, f.origin), doc.title, doc.format),
             chunks, windows,

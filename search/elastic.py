@@ -78,8 +78,14 @@ from search.text import words
 from search.types import Chunk, DocumentRecord, ModelStamp, Window
 
 # Version of the index layout below; an index of another format is refused on open.
-# 2: chunks carry `superseded` (their document says it no longer holds).
-# 3: Elasticsearch's BM25 with FTS5's k1 and b on words and heading; `vocab` indexed.
+# 2: chunks carry `superseded` (their document says it no longer holds). Fields added
+# since are optional and keep the format, so a citebot of either side reads the other's
+# index (a server not yet upgraded keeps serving): `url` and `anchor` (search/links.py; a
+# chunk without them has no link of its own). An older ingest cannot copy chunks that
+# carry them into its strict mapping: after a downgrade, re-ingest into a new CITEBOT_INDEX.
+# 3: `vocab` indexed (document frequencies and spelling candidates read Lucene's term
+# dictionary), BM25 with FTS5's k1 and b as the default similarity, no stored token
+# fields (issue 13). A format-2 index is refused: re-ingest into a new CITEBOT_INDEX.
 INDEX_FORMAT = 3
 
 # Primary shards of a new index: CITEBOT_ES_SHARDS, 1 by default (a 1M-chunk collection
@@ -126,7 +132,7 @@ MAX_TOKEN_CHARS = 255
 
 _CHUNK_FIELDS = [
     "chunk_id", "doc_id", "source", "heading_path", "page", "ordinal", "text", "tokens",
-    "overlap_prev", "overlap_next", "superseded",
+    "overlap_prev", "overlap_next", "superseded", "url", "anchor",
 ]
 
 
@@ -152,6 +158,7 @@ def mapping_for(stamp: ModelStamp, state: str) -> dict[str, Any]:
             "text": {"type": "text", "index": False},
             "tokens": number, "overlap_prev": number, "overlap_next": number,
             "superseded": {"type": "boolean", "index": False},
+            "url": stored, "anchor": stored,
             "words": words_field, "heading": words_field,
             "vocab": {"type": "keyword", "ignore_above": MAX_TOKEN_CHARS},
             "windows": {
@@ -576,6 +583,7 @@ def _chunk_action(index: str, c: Chunk, windows: Sequence[Window]) -> dict[str, 
             "ordinal": c.ordinal, "heading_path": list(c.heading_path), "page": c.page,
             "text": c.text, "tokens": c.tokens, "overlap_prev": c.overlap_prev,
             "overlap_next": c.overlap_next, "superseded": c.superseded,
+            "url": c.url, "anchor": c.anchor,
             "words": " ".join(text_words), "heading": " ".join(heading_words),
             "vocab": sorted(set(text_words) | set(heading_words)),
             "windows": [
@@ -594,6 +602,7 @@ def _chunk(src: dict[str, Any]) -> Chunk:
         ordinal=int(src["ordinal"]), text=src["text"], tokens=int(src["tokens"]),
         overlap_prev=int(src.get("overlap_prev", 0)), overlap_next=int(src.get("overlap_next", 0)),
         superseded=bool(src.get("superseded", False)),
+        url=src.get("url"), anchor=src.get("anchor"),
     )
 
 

@@ -1,8 +1,9 @@
 """Block Kit rendering of turns within Slack's limits: answers, explanations, help, notices.
 
 Slack's limits (api.slack.com/reference/block-kit): a section's text is at most 3,000
-characters and a message at most 50 blocks. Longer answers split at paragraph, then
-sentence, then word boundaries into more sections and, past 50 blocks, more messages;
+characters, a message's markdown blocks 12,000 in all, and a message at most 50 blocks.
+Claude's text goes in `markdown` blocks, ours in mrkdwn sections. Longer answers split
+cleanly (bot.slack.split) into more blocks and, past a message's limits, more messages;
 the sources, turn id and buttons always close the last one. Every piece of text that
 came from a document or a person is escaped (&, <, >) so it can never become a mention,
 a link or a broken entity.
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from urllib.parse import quote
 
 from slack_sdk.models.blocks import (
     ActionsBlock,
@@ -23,14 +23,15 @@ from slack_sdk.models.blocks import (
     DividerBlock,
     FeedbackButtonObject,
     FeedbackButtonsElement,
+    MarkdownBlock,
     MarkdownTextObject,
     SectionBlock,
 )
 
-from bot.answer import sentences
 from bot.answer.record import LoggedTurn, TurnRecord
+from bot.slack.mrkdwn import escape, pack_lines, passage_line, unescape  # noqa: F401 (unescape: re-exported)
+from bot.slack.split import MARKDOWN_MAX, SECTION_TEXT_MAX, split_markdown, split_text
 
-SECTION_TEXT_MAX = 3000
 MESSAGE_BLOCKS_MAX = 50
 # The notification text of a message; Slack would truncate at 40,000, people read far less.
 FALLBACK_TEXT_MAX = 3000
@@ -48,8 +49,6 @@ ACTION_SHARE = "citebot_share"
 ACTION_WHY = "citebot_why"
 FEEDBACK_VALUES = {ACTION_FEEDBACK_UP: "helpful", ACTION_FEEDBACK_DOWN: "not_helpful"}
 
-_ENTITY_TAIL = re.compile(r"&[a-z]{0,4}$")
-
 
 @dataclass(frozen=True)
 class SlackMessage:
@@ -62,15 +61,6 @@ class SlackMessage:
         return [b.to_dict() for b in self.blocks]
 
 
-def escape(text: str) -> str:
-    """Slack's three control characters, as its docs ask: & first, then < and >."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def unescape(text: str) -> str:
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-
-
 def truncate(text: str, limit: int) -> str:
     """At most `limit` characters, cut at a word boundary with an ellipsis."""
     if len(text) <= limit:
@@ -79,45 +69,6 @@ def truncate(text: str, limit: int) -> str:
     if cut < limit // 2:
         cut = limit - 1
     return text[:cut].rstrip() + "…"
-
-
-def _cut_point(text: str, limit: int) -> int:
-    """Where to end a piece of at most `limit` characters: the cleanest boundary in reach."""
-    floor = limit // 3  # a boundary this early wastes too much of the section; look further
-    para = text.rfind("\n\n", 0, limit)
-    if para >= floor:
-        return para
-    sentence = 0
-    for m in sentences.ends(text):
-        if m.end() > limit:
-            break
-        sentence = m.end()
-    if sentence >= floor:
-        return sentence
-    for sep in ("\n", " "):
-        pos = text.rfind(sep, 0, limit)
-        if pos >= floor:
-            return pos
-    cut = limit
-    tail = _ENTITY_TAIL.search(text[max(0, cut - 5):cut])  # never halve an &amp; entity
-    if tail:
-        cut -= len(tail.group(0))
-    return cut
-
-
-def split_text(text: str, limit: int = SECTION_TEXT_MAX) -> list[str]:
-    """Pieces of at most `limit` characters whose words, in order, are the text's words."""
-    text = text.strip()
-    pieces: list[str] = []
-    while len(text) > limit:
-        cut = _cut_point(text, limit)
-        piece = text[:cut].rstrip()
-        if piece:
-            pieces.append(piece)
-        text = text[cut:].lstrip()
-    if text:
-        pieces.append(text)
-    return pieces
 
 
 def _sections(text: str) -> list[Block]:
@@ -146,37 +97,6 @@ def parse_feedback(value: str) -> tuple[str, str] | None:
     if vote not in FEEDBACK_VALUES.values() or not turn_id:
         return None
     return vote, turn_id
-
-
-def source_url(template: str | None, source: str) -> str | None:
-    """The address of a source from CITEBOT_SOURCE_URL ("https://wiki.example.com/{path}"),
-    its path percent-encoded; None without a template."""
-    if not template:
-        return None
-    return template.replace("{path}", quote(source.lstrip("/"), safe="/"))
-
-
-def source_line(number: int | None, source: str, heading_path: list[str], page: str | None,
-                url: str | None = None) -> str:
-    """`[1] handbook/x.md — Section › Subsection, p. iv`, escaped; with a url, a Slack link
-    `<url|[1] handbook/x.md — Section›…>` (a label cannot hold "|" or formatting)."""
-    label = escape(source)
-    heading = _heading(heading_path)
-    if heading:
-        label += " — " + escape(heading)
-    if page:
-        label += ", p. " + escape(str(page))
-    if url:
-        marker = f"[{number}] " if number is not None else ""
-        return f"<{escape(url)}|{marker}{label.replace('|', '¦')}>"
-    return (f"*[{number}]* " if number is not None else "") + label
-
-
-def passage_line(passage: dict, url_template: str | None = None) -> str:
-    """A passage entry of a turn record, as a source line."""
-    source = str(passage.get("source", ""))
-    return source_line(passage.get("number"), source, list(passage.get("heading_path") or []),
-                       passage.get("page"), source_url(url_template, source))
 
 
 def cited_numbers(record: TurnRecord) -> set[int]:
@@ -213,12 +133,18 @@ def _checks_summary(record: TurnRecord) -> str:
     return " · ".join(parts) or "no checks applied"
 
 
+def _markdown_chars(blocks: list[Block]) -> int:
+    return sum(len(b.text) for b in blocks if isinstance(b, MarkdownBlock))
+
+
 def _pack(head: list[Block], trailer: list[Block], texts: list[str]) -> list[SlackMessage]:
-    """Messages of at most 50 blocks: head blocks in order, the trailer whole in the last one."""
+    """Messages of at most 50 blocks and 12,000 characters of markdown blocks: head blocks
+    in order, the trailer whole in the last one."""
     groups: list[list[Block]] = []
     current: list[Block] = []
     for block in head:
-        if len(current) == MESSAGE_BLOCKS_MAX:
+        if len(current) == MESSAGE_BLOCKS_MAX or (
+                current and _markdown_chars([*current, block]) > MARKDOWN_MAX):
             groups.append(current)
             current = []
         current.append(block)
@@ -242,15 +168,38 @@ def render_turn(record: TurnRecord, *, ephemeral: bool = False, shared_by: str |
         head.append(_context(f"<@{escape(shared_by)}> shared an answer from citebot"))
     if show_question or shared_by:
         head.append(_context("*Q:* " + escape(truncate(record.question, SNIPPET_MAX))))
-    head.extend(_sections(escape(record.answer) or "(empty answer)"))
+    head.extend(answer_blocks(record))
+    fallback = (escape(truncate(record.answer, FALLBACK_TEXT_MAX - 40))
+                + f" (turn {escape(record.turn_id)})")
+    return _pack(head, turn_trailer(record, ephemeral=ephemeral, url_template=url_template),
+                 [fallback])
 
+
+def written_by_model(record: TurnRecord) -> bool:
+    """Claude's own text (not a refusal, an error or an extractive fallback)."""
+    return record.model is not None and not record.refused and not record.error
+
+
+def answer_blocks(record: TurnRecord) -> list[Block]:
+    """The answer's text: Claude's in `markdown` blocks (Slack renders its Markdown), one
+    per message's 12,000 characters; ours in mrkdwn sections."""
+    text = escape(record.answer) or "(empty answer)"
+    if written_by_model(record):
+        return [MarkdownBlock(text=piece) for piece in split_markdown(text, MARKDOWN_MAX)]
+    return _sections(text)
+
+
+def turn_trailer(record: TurnRecord, *, ephemeral: bool = False,
+                 url_template: str | None = None) -> list[Block]:
+    """What closes an answer: sources, checks, turn id, buttons and native feedback."""
     trailer: list[Block] = []
     if record.passages and not record.refused and not record.error:
         cited = cited_numbers(record)
         shown = [p for p in record.passages if p.get("number") in cited] or record.passages
         lines = [passage_line(p, url_template) for p in shown]
         trailer.append(DividerBlock())
-        trailer.extend(_sections("*Sources*\n" + "\n".join(lines)))
+        trailer.extend(SectionBlock(text=MarkdownTextObject(text=t))
+                       for t in pack_lines("*Sources*", lines, SECTION_TEXT_MAX))
     details = [_checks_summary(record)]
     if record.label and not record.error:
         details.append(escape(record.label))
@@ -271,10 +220,7 @@ def render_turn(record: TurnRecord, *, ephemeral: bool = False, shared_by: str |
                 negative_button=FeedbackButtonObject(
                     text="Not helpful", value=feedback_value("not_helpful", record.turn_id),
                     accessibility_label="This answer did not help"))]))
-
-    fallback = (escape(truncate(record.answer, FALLBACK_TEXT_MAX - 40))
-                + f" (turn {escape(record.turn_id)})")
-    return _pack(head, trailer, [fallback])
+    return trailer
 
 
 def render_progress(turn_id: str, question: str) -> SlackMessage:
@@ -305,7 +251,8 @@ def render_help(command: str, per_minute: int) -> SlackMessage:
         f"• `{c} help` — this message\n"
         "• Mention me in a channel — the answer arrives in the thread; reply in that thread "
         "to ask a follow-up\n"
-        "• Send me a direct message — a private conversation\n\n"
+        "• Send me a direct message — a private conversation\n"
+        "• On any message, ⋮ → *Ask citebot about this* — an answer about it only you see\n\n"
         f"Each answer ends with its turn id and 👍/👎 buttons; up to {per_minute} questions "
         "a minute per person."
     )
@@ -359,7 +306,8 @@ def render_explanation(turn: LoggedTurn) -> SlackMessage:
             outcome += "\n*Support:* " + ", ".join(bits)
     parts.append(outcome)
     if r.passages:
-        lines = [passage_line(p) for p in r.passages]
+        # As text, not links: this part is cut into sections anywhere, and could cut a link.
+        lines = [passage_line({**p, "url": None}) for p in r.passages]
         parts.append("*Passages given to the composer*\n" + "\n".join("• " + ln for ln in lines))
     if r.candidates:
         given = {p.get("chunk_id"): p.get("number") for p in r.passages}

@@ -6,6 +6,14 @@ of the request, so a scripted "model" can read the passages it was given), route
 answer matching requests without consuming the queue, and an optional standing reply
 for when the queue is empty. Every request is recorded with its arrival time.
 
+A request with `"stream": true` (the SDK's messages.stream) gets a scripted 200 message as
+server-sent events, the way the API streams it: message_start, one text block in deltas of
+`Reply.chunk_chars` characters, message_delta with the stop reason and usage, message_stop.
+`Reply.chunk_delay_s` paces the deltas like a model writing (a reply not streamed then
+comes once its deltas would all have been written); `Reply.break_after` ends a stream early
+with an `overloaded_error` event after that many characters, as the API does when it fails
+mid-answer. Error replies are plain HTTP errors.
+
 Nothing here patches the SDK: the client is pointed at `standin.base_url`.
 """
 
@@ -35,6 +43,9 @@ class Reply:
     body: dict[str, Any] | str = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    chunk_chars: int = 12  # streamed: characters per text delta
+    break_after: int | None = None  # streamed: an error event after this many characters
+    chunk_delay_s: float = 0.0  # streamed: the wait before each text delta (a model's pace)
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,37 @@ def error(status: int, kind: str, text: str, headers: dict[str, str] | None = No
     """An error response shaped like the API's: {"type":"error","error":{type,message}}."""
     return Reply(status, {"type": "error", "error": {"type": kind, "message": text}},
                  headers or {}, delay_s)
+
+
+def _streamable(reply: Reply) -> bool:
+    return (reply.status == 200 and isinstance(reply.body, dict)
+            and reply.body.get("type") == "message")
+
+
+def sse_events(reply: Reply) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A scripted message as the API's stream events (its text blocks as one block)."""
+    body = dict(reply.body) if isinstance(reply.body, dict) else {}
+    text = "".join(b.get("text", "") for b in body.get("content") or [] if b.get("type") == "text")
+    usage = dict(body.get("usage") or {})
+    start = {**body, "content": [], "stop_reason": None, "stop_sequence": None,
+             "usage": {"input_tokens": usage.get("input_tokens", 0), "output_tokens": 1}}
+    yield "message_start", {"type": "message_start", "message": start}
+    yield "content_block_start", {"type": "content_block_start", "index": 0,
+                                  "content_block": {"type": "text", "text": ""}}
+    step = max(1, reply.chunk_chars)
+    for at in range(0, len(text), step):
+        if reply.break_after is not None and at >= reply.break_after:
+            yield "error", {"type": "error", "error": {"type": "overloaded_error",
+                                                       "message": "stand-in: overloaded mid-stream"}}
+            return
+        yield "content_block_delta", {"type": "content_block_delta", "index": 0,
+                                      "delta": {"type": "text_delta", "text": text[at:at + step]}}
+    yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+    yield "message_delta", {"type": "message_delta",
+                            "delta": {"stop_reason": body.get("stop_reason", "end_turn"),
+                                      "stop_sequence": None},
+                            "usage": {"output_tokens": usage.get("output_tokens", 0)}}
+    yield "message_stop", {"type": "message_stop"}
 
 
 class AnthropicStandIn:
@@ -185,6 +227,13 @@ class AnthropicStandIn:
                     reply = standin._next(request)
                 if reply.delay_s and standin._stopping.wait(reply.delay_s):
                     return  # shutting down: drop the reply
+                if body.get("stream") and _streamable(reply):
+                    self._stream(reply)
+                    return
+                if reply.chunk_delay_s and _streamable(reply):  # the same pace, all at the end
+                    deltas = sum(1 for e, _ in sse_events(reply) if e == "content_block_delta")
+                    if standin._stopping.wait(reply.chunk_delay_s * deltas):
+                        return
                 payload = (reply.body if isinstance(reply.body, str)
                            else json.dumps(reply.body)).encode("utf-8")
                 try:
@@ -198,6 +247,23 @@ class AnthropicStandIn:
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (its timeout): nothing to answer
+
+            def _stream(self, reply: Reply) -> None:
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("connection", "close")
+                    self.send_header("request-id", "req_standin_" + uuid.uuid4().hex[:12])
+                    self.end_headers()
+                    for event, data in sse_events(reply):
+                        if event == "content_block_delta" and reply.chunk_delay_s:
+                            if standin._stopping.wait(reply.chunk_delay_s):
+                                return
+                        self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.close_connection = True
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = True
