@@ -42,6 +42,7 @@ class Settings(BaseSettings):
     es_password: SecretStr | None = None
     es_ca_certs: Path | None = None
     es_timeout_s: float = 30.0
+    es_shards: int = Field(1, ge=1, description="primary shards of a new Elasticsearch index")
     redis_url: str | None = Field(
         None, validation_alias=AliasChoices("REDIS_URL", "CITEBOT_REDIS_URL"))
     redis_prefix: str = Field(

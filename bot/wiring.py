@@ -50,6 +50,7 @@ def open_store(settings: Settings) -> Store:
                 timeout_s=settings.es_timeout_s,
             ),
             alias=settings.index,
+            shards=settings.es_shards,
         )
     from search.embedded import EmbeddedStore
 

@@ -14,24 +14,24 @@ Mapping, and the measurements behind it:
 
 - Words. `words` and `heading` hold the passage's and the heading path's tokens as
   search/text.py cuts them, joined by spaces, indexed by the whitespace analyzer with
-  positions (for phrases) and stored; `text` keeps the verbatim passage, not indexed.
+  positions (for phrases); `text` keeps the verbatim passage, not indexed.
   The standard analyzer was measured first: it tokenises 186 of the 367 sample chunks
   differently from SQLite's unicode61 ("customer’s" and "1.6" stay one token, so
   "customer" is missing from 61 chunks), and this distribution has no asciifolding or
   pattern tokenizer to close the gap. Cutting words once, in Python, for both backends
   makes document frequencies, phrases and the vocabulary agree by construction. No
-  shingle subfield: phrase scores come from the formula below, not from Lucene, and a
-  match_phrase lookup costs ~1 ms, nearly all of it the round trip.
-- Lexical ranking. Elasticsearch finds the candidates (a bool query per term group and
-  phrase) and, in the same request, the exact statistics (chunk count, token total,
-  chunks holding each phrase); the candidates are then ranked by SQLite FTS5's bm25
-  formula (search/bm25.py). Lucene's own BM25 (another idf, per-field lengths stored in
-  one byte) gave the same top 5 as the embedded store for 43% of the 72 sample
-  questions; this gives 100%. See LEXICAL_CANDIDATES.
-- `vocab`: the distinct tokens of text and heading as a keyword array (doc values
-  only). Document frequencies are a terms aggregation over it (exact: one primary shard
-  by default, and `include` lists the terms); the vocabulary is a composite aggregation.
-  No fielddata on text fields.
+  shingle subfield: phrase lookups are batched (one `_msearch` per question) and each
+  stops at its first few matches.
+- Lexical ranking: Elasticsearch's own BM25 over those tokens, with FTS5's k1 and b
+  (search/elastic_query.py says what each read costs and why it does not grow with the
+  collection). Until issue 13 the candidates were re-ranked in Python by FTS5's formula
+  (same top 5 as the embedded store for 100% of the sample questions, against 43% for
+  Lucene's default scoring of per-field queries); that needed a global aggregation per
+  question, so the stores now agree on measured quality, not on every rank.
+- `vocab`: the distinct tokens of text and heading as an indexed keyword array. A
+  document frequency is the count of one vocab term (read from Lucene's term dictionary);
+  spelling candidates come from a term suggester over it; `vocabulary()` is a composite
+  aggregation over its doc values. No fielddata on text fields.
 - Vectors: one document per chunk, its embedding windows as nested dense vectors;
   `knn` on the nested field scores a chunk by its best window (the protocol's rule) and
   returns k distinct chunks. One document per window collapsed to its chunk was
@@ -60,24 +60,22 @@ from elasticsearch import (
     ApiError,
     AuthenticationException,
     AuthorizationException,
-    BadRequestError,
     Elasticsearch,
     NotFoundError,
     TransportError,
 )
 from elasticsearch.helpers import BulkIndexError, streaming_bulk
 
-from search import bm25
+from search.elastic_query import SIMILARITY, ElasticQueries, _chunks, scope_filter  # noqa: F401 (re-exported)
 from search.errors import (
     CitebotError,
-    DimensionError,
     ModelMismatchError,
     SearchBackendError,
     StoreError,
 )
-from search.scope import Scope, glob_lucene, limiting
+from search.scope import Scope
 from search.text import words
-from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window
+from search.types import Chunk, DocumentRecord, ModelStamp, Window
 
 # Version of the index layout below; an index of another format is refused on open.
 # 2: chunks carry `superseded` (their document says it no longer holds). Fields added
@@ -85,33 +83,22 @@ from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window
 # index (a server not yet upgraded keeps serving): `url` and `anchor` (search/links.py; a
 # chunk without them has no link of its own). An older ingest cannot copy chunks that
 # carry them into its strict mapping: after a downgrade, re-ingest into a new CITEBOT_INDEX.
-INDEX_FORMAT = 2
+# 3: `vocab` indexed (document frequencies and spelling candidates read Lucene's term
+# dictionary), BM25 with FTS5's k1 and b as the default similarity, no stored token
+# fields (issue 13). A format-2 index is refused: re-ingest into a new CITEBOT_INDEX.
+INDEX_FORMAT = 3
 
-# One primary shard: BM25 statistics and document counts are exact (no dfs round
-# trip), and a 10,000-chunk collection is a few hundred megabytes, far from the size
-# where a shard needs splitting. Replicas follow the cluster: 0 on one node, 1 beyond.
+# Primary shards of a new index: CITEBOT_ES_SHARDS, 1 by default (a 1M-chunk collection
+# is a few GB; benchmarks/scale.py measures 1 against more). BM25 statistics stay exact
+# with more (the lexical query is dfs_query_then_fetch), and counts are summed over
+# shards. Replicas follow the cluster: 0 on one node, 1 beyond.
+DEFAULT_SHARDS = 1
 INDEX_SETTINGS: dict[str, Any] = {
-    "number_of_shards": 1,
+    "number_of_shards": DEFAULT_SHARDS,
     "auto_expand_replicas": "0-1",
     "refresh_interval": "-1",  # during the build; reset at commit
+    "similarity": SIMILARITY,
 }
-
-# Heading path against passage text, as in the embedded store (HEADING_WEIGHT there).
-HEADING_BOOST = 0.5
-TEXT_COLUMN = 0
-COLUMN_WEIGHTS = (1.0, HEADING_BOOST)  # words, heading
-
-# Passages the lexical query fetches (by Elasticsearch's own score) and re-ranks with
-# FTS5's bm25. Measured by benchmarks/elastic_tuning.py --only lexical: the share of
-# queries whose top 30 (ids, in order) equals the embedded store's, and p50 of one call:
-#   candidates                     50      100     200     500
-#   examples, 72 questions       0.833   1.000   1.000   1.000
-#   python-doc, 20 questions     0.750   1.000   1.000   1.000   (p50 11/20/29/53 ms)
-#   python-doc, 20 heading paths 0.150   0.350   0.650   0.800
-# Questions agree from 100 on. Heading paths made of page furniture ("Table of Contents
-# Next topic", every word in a quarter of the chunks, so FTS5's idf is near zero and
-# thousands of chunks tie) keep gaining; 200 buys most of that for ~10 ms.
-LEXICAL_CANDIDATES = 200
 
 # Vectors: float HNSW (m 16, ef_construction 100), not this version's default bbq_hnsw
 # nor int8_hnsw. Measured by benchmarks/elastic_tuning.py on the 10,002-chunk corpus
@@ -125,14 +112,6 @@ LEXICAL_CANDIDATES = 200
 # and 32.2 (bbq). Float is the "or better" choice until a collection has millions of
 # windows.
 INDEX_OPTIONS: dict[str, Any] = {"type": "hnsw", "m": 16, "ef_construction": 100}
-
-# num_candidates = max(k * NUM_CANDIDATES_FACTOR, NUM_CANDIDATES_MIN), at most 10,000.
-# For the Retriever's k = 30 that is 400: recall@30 0.999 and recall@5 1.000 against
-# exact search (table above), for ~1.5 ms more than 100 candidates. The embedded store
-# searches exactly, so this is what keeps the two backends' dense arms alike.
-NUM_CANDIDATES_FACTOR = 10
-NUM_CANDIDATES_MIN = 400
-NUM_CANDIDATES_MAX = 10_000
 
 # Bulk requests: 200 chunk documents with their nested vectors are ~1.5 MB; 429s
 # (the cluster is busy) are retried with exponential backoff.
@@ -150,8 +129,6 @@ PAGE_SIZE = 500
 STALE_BUILD_S = 6 * 3600
 # The whitespace tokenizer cuts tokens longer than this; the vocabulary leaves them out.
 MAX_TOKEN_CHARS = 255
-# Composite aggregation page for the vocabulary.
-VOCAB_PAGE = 10_000
 
 _CHUNK_FIELDS = [
     "chunk_id", "doc_id", "source", "heading_path", "page", "ordinal", "text", "tokens",
@@ -164,11 +141,7 @@ def mapping_for(stamp: ModelStamp, state: str) -> dict[str, Any]:
     kw = {"type": "keyword"}
     stored = {"type": "keyword", "index": False, "doc_values": False}
     number = {"type": "integer", "index": False}
-    # Stored apart from _source: the lexical arm reads them for its candidates. Measured
-    # on the sample collection, 72 questions, 500 candidates: Elasticsearch took a
-    # median 35 ms filtering _source, 4-11 ms reading stored fields.
-    words_field = {"type": "text", "analyzer": "whitespace", "index_options": "positions",
-                   "store": True}
+    words_field = {"type": "text", "analyzer": "whitespace", "index_options": "positions"}
     return {
         "dynamic": "strict",
         "_meta": {
@@ -186,9 +159,8 @@ def mapping_for(stamp: ModelStamp, state: str) -> dict[str, Any]:
             "tokens": number, "overlap_prev": number, "overlap_next": number,
             "superseded": {"type": "boolean", "index": False},
             "url": stored, "anchor": stored,
-            "n_tokens": {"type": "integer", "index": False},  # words + heading tokens
             "words": words_field, "heading": words_field,
-            "vocab": {"type": "keyword", "index": False, "ignore_above": MAX_TOKEN_CHARS},
+            "vocab": {"type": "keyword", "ignore_above": MAX_TOKEN_CHARS},
             "windows": {
                 "type": "nested",
                 "properties": {
@@ -240,17 +212,21 @@ def _index_version() -> str:
     return datetime.now(UTC).strftime("%Y%m%d%H%M%S%f")
 
 
-class ElasticStore:
+class ElasticStore(ElasticQueries):
     """The store protocol over one Elasticsearch alias (see the module docstring)."""
 
-    def __init__(self, client: Elasticsearch, alias: str = "citebot") -> None:
+    def __init__(self, client: Elasticsearch, alias: str = "citebot",
+                 shards: int = DEFAULT_SHARDS) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", alias):
             raise StoreError(
                 f"CITEBOT_INDEX={alias!r} is not a usable Elasticsearch alias: use lower-case "
                 "letters, digits, '-', '_' or '.', starting with a letter or digit"
             )
+        if shards < 1:
+            raise StoreError(f"CITEBOT_ES_SHARDS={shards} is not a shard count: use 1 or more")
         self.es = client
         self.alias = alias
+        self.shards = shards
         nodes = client.transport.node_pool.all()
         self.url = ", ".join(str(n.base_url) for n in nodes) or "(no node)"
         self._versioned = re.compile(re.escape(alias) + r"-v\d{20}")
@@ -355,7 +331,8 @@ class ElasticStore:
             name = f"{self.alias}-v{_index_version()}"
             with self._calls(f"creating the index {name}"):
                 self.es.indices.create(
-                    index=name, settings=INDEX_SETTINGS, mappings=mapping_for(stamp, "building")
+                    index=name, settings={**INDEX_SETTINGS, "number_of_shards": self.shards},
+                    mappings=mapping_for(stamp, "building"),
                 )
             self._build = name
         return self._build
@@ -556,142 +533,6 @@ class ElasticStore:
             except NotFoundError:
                 return 0
 
-    def dense(self, vector: np.ndarray, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
-        if k <= 0:
-            return []
-        knn: dict[str, Any] = {
-            "field": "windows.vector", "query_vector": np.asarray(vector, np.float32).tolist(),
-            "k": k, "num_candidates": num_candidates(k),
-        }
-        scoped = scope_filter(scope)
-        if scoped is not None:
-            knn["filter"] = scoped  # a pre-filter: the k nearest chunks inside the scope
-        try:
-            res = self._search("searching vectors", knn=knn, size=k, source=False)
-        except SearchBackendError as exc:
-            # The width is checked only when Elasticsearch refuses the query: no extra
-            # round trip per question.
-            stamp = self.stamp() if isinstance(exc.__cause__, BadRequestError) else None
-            if stamp is not None and vector.shape != (stamp.dims,):
-                raise DimensionError(
-                    f"query vector has width {vector.shape}, the store holds {stamp.dims}"
-                ) from exc
-            raise
-        # Cosine similarity is served as (1 + cos) / 2; the store protocol speaks cosine.
-        return [(h["_id"], 2.0 * float(h["_score"]) - 1.0) for h in res["hits"]["hits"]]
-
-    def lexical(self, query: LexicalQuery, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
-        """Candidates and exact statistics from Elasticsearch in one request, ranked by
-        FTS5's bm25 (search/bm25.py) so both backends order passages alike."""
-        parts: list[tuple[float, list[tuple[str, ...]], tuple[int, ...] | None]] = []
-        for group in query.groups:
-            phrases = [p for p in (tuple(words(t)) for t in group.terms) if p]
-            if phrases:
-                parts.append((group.weight, phrases, None))
-        for phrase, weight in query.phrases:
-            tokens = tuple(words(phrase))
-            if tokens:
-                parts.append((weight, [tokens], (TEXT_COLUMN,)))
-        if not parts or k <= 0:
-            return []
-        keys: dict[tuple[tuple[str, ...], tuple[int, ...] | None], str] = {}
-        should: list[dict[str, Any]] = []
-        for weight, phrases, columns in parts:
-            if columns is None:
-                should.append({"bool": {"should": [
-                    _any_of("words", phrases, 1.0), _any_of("heading", phrases, HEADING_BOOST),
-                ], "boost": weight}})
-            else:
-                should.append(_any_of("words", phrases, weight))
-            for p in phrases:
-                keys.setdefault((p, columns), f"p{len(keys)}")
-        scoped = scope_filter(scope)
-        found: dict[str, Any] = {"bool": {"should": should}}
-        if scoped is not None:
-            found["bool"].update(filter=[scoped], minimum_should_match=1)
-        res = self._search(
-            "searching words", query=found, size=LEXICAL_CANDIDATES,
-            source=False, stored_fields=["words", "heading"],
-            docvalue_fields=["source", "ordinal"], track_total_hits=False,
-            # Over the whole collection, whatever the query matched: N, mean length, and
-            # the chunks holding each phrase. Not scoped: FTS5's bm25() in the embedded
-            # store weighs terms over the whole collection too (see search/scope.py).
-            aggs={"all": {"global": {}, "aggs": {"chunks": {
-                "filter": {"term": {"kind": "chunk"}},
-                "aggs": {"tokens": {"sum": {"field": "n_tokens"}}, "hits": {"filters": {
-                    "filters": {key: _holding(p, cols) for (p, cols), key in keys.items()}}}},
-            }}}},
-        )
-        hits = res["hits"]["hits"]
-        if not hits:
-            return []
-        stats = res["aggregations"]["all"]["chunks"]
-        rows = int(stats["doc_count"])
-        avgdl = float(stats["tokens"]["value"]) / rows
-        idfs = {key: bm25.idf(rows, int(b["doc_count"]))
-                for key, b in stats["hits"]["buckets"].items()}
-        scored: list[tuple[float, str, int, str]] = []
-        for h in hits:
-            fields = h.get("fields", {})
-            row = bm25.Row(tuple(fields.get(f, [""])[0].split() for f in ("words", "heading")))
-            total = 0.0
-            matched = False
-            for weight, phrases, columns in parts:
-                part = bm25.score(
-                    row, phrases, [idfs[keys[(p, columns)]] for p in phrases],
-                    COLUMN_WEIGHTS, avgdl, columns,
-                )
-                if part is not None:
-                    total += weight * part
-                    matched = True
-            if matched:
-                scored.append((-total, fields["source"][0], int(fields["ordinal"][0]), h["_id"]))
-        scored.sort()
-        return [(chunk_id, -neg) for neg, _, _, chunk_id in scored[:k]]
-
-    def phrase_matches(self, phrase: Sequence[str], limit: int, *,
-                       scope: Scope | None = None) -> list[str]:
-        text = " ".join(phrase)
-        if not words(text):
-            return []
-        query = _phrase("words", text, 1.0)
-        scoped = scope_filter(scope)
-        if scoped is not None:
-            query = {"bool": {"must": [query], "filter": [scoped]}}
-        res = self._search("searching a phrase", query=query,
-                           size=limit + 1, source=False, track_total_hits=False)
-        return [h["_id"] for h in res["hits"]["hits"]]
-
-    def doc_freqs(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, int]:
-        if not terms:
-            return {}
-        wanted = sorted(set(terms))
-        res = self._search(
-            "counting document frequencies", size=0, query=_chunks(scope),
-            aggs={"df": {"terms": {"field": "vocab", "include": wanted, "size": len(wanted)}}},
-        )
-        found = {b["key"]: int(b["doc_count"])
-                 for b in res.get("aggregations", {}).get("df", {}).get("buckets", [])}
-        return {t: found.get(t, 0) for t in terms}
-
-    def vocabulary(self, *, scope: Scope | None = None) -> set[str]:
-        vocab: set[str] = set()
-        scoped: dict[str, Any] = {"query": _chunks(scope)} if limiting(scope) else {}
-        after: dict[str, Any] | None = None
-        while True:
-            composite: dict[str, Any] = {
-                "size": VOCAB_PAGE, "sources": [{"term": {"terms": {"field": "vocab"}}}],
-            }
-            if after:
-                composite["after"] = after
-            res = self._search("reading the vocabulary", size=0,
-                               aggs={"vocab": {"composite": composite}}, **scoped)
-            agg = res.get("aggregations", {}).get("vocab", {})
-            vocab.update(b["key"]["term"] for b in agg.get("buckets", []))
-            after = agg.get("after_key")
-            if not after or len(agg.get("buckets", [])) < VOCAB_PAGE:
-                return vocab
-
     # -- collection statistics: in the current index's _meta, beside the model stamp -------
     def read_stat(self, key: str) -> dict | None:
         index = self._current_index()
@@ -722,54 +563,6 @@ class ElasticStore:
             self.es.close()
 
 
-def scope_filter(scope: Scope | None) -> dict[str, Any] | None:
-    """The scope as a filter clause over `source` (one regexp per glob), or None for all."""
-    scope = limiting(scope)
-    if scope is None:
-        return None
-    if not scope.globs:
-        return {"bool": {"must_not": [{"match_all": {}}]}}
-    return {"bool": {"should": [{"regexp": {"source": {"value": glob_lucene(g), "flags": "NONE"}}}
-                                for g in scope.globs], "minimum_should_match": 1}}
-
-
-def _chunks(scope: Scope | None) -> dict[str, Any]:
-    """Every chunk document, within the scope when there is one."""
-    scoped = scope_filter(scope)
-    if scoped is None:
-        return {"term": {"kind": "chunk"}}
-    return {"bool": {"filter": [{"term": {"kind": "chunk"}}, scoped]}}
-
-
-def num_candidates(k: int) -> int:
-    return min(NUM_CANDIDATES_MAX, max(k * NUM_CANDIDATES_FACTOR, NUM_CANDIDATES_MIN, k))
-
-
-def _any_of(field: str, terms: Sequence[str | Sequence[str]], boost: float) -> dict[str, Any]:
-    """One BM25 clause per term, summed, as FTS5 sums `"a" OR "b"` (a term that cuts into
-    several tokens is a phrase there and here). A term is a string or its tokens."""
-    clauses = []
-    for term in terms:
-        tokens = words(term) if isinstance(term, str) else list(term)
-        if len(tokens) == 1:
-            clauses.append({"term": {field: tokens[0]}})
-        elif tokens:
-            clauses.append({"match_phrase": {field: " ".join(tokens)}})
-    return {"bool": {"should": clauses, "boost": boost}}
-
-
-def _holding(phrase: Sequence[str], columns: tuple[int, ...] | None) -> dict[str, Any]:
-    """Chunks holding the phrase: in the text, or (columns None) in text or heading."""
-    if columns is not None:
-        return _any_of("words", [phrase], 1.0)
-    return {"bool": {"should": [_any_of("words", [phrase], 1.0),
-                                _any_of("heading", [phrase], 1.0)]}}
-
-
-def _phrase(field: str, text: str, boost: float) -> dict[str, Any]:
-    return {"match_phrase": {field: {"query": " ".join(words(text)), "boost": boost}}}
-
-
 def _document_action(index: str, doc: DocumentRecord) -> dict[str, Any]:
     return {
         "_op_type": "index", "_index": index, "_id": f"document:{doc.doc_id}",
@@ -793,7 +586,6 @@ def _chunk_action(index: str, c: Chunk, windows: Sequence[Window]) -> dict[str, 
             "url": c.url, "anchor": c.anchor,
             "words": " ".join(text_words), "heading": " ".join(heading_words),
             "vocab": sorted(set(text_words) | set(heading_words)),
-            "n_tokens": len(text_words) + len(heading_words),
             "windows": [
                 {"index": w.index, "start": w.start, "end": w.end,
                  "vector": np.asarray(w.vector, dtype=np.float32).tolist()}

@@ -35,6 +35,11 @@ LEXICAL_GROUP_LIMIT = 500
 # long section, so they count for half.
 HEADING_WEIGHT = 0.5
 
+# Spelling candidates lie within this many edits (search/retrieve.py's typo fixer).
+SPELLING_MAX_EDITS = 2
+# Vocabularies kept in memory for spelling (one per scope); a new version clears them.
+VOCAB_CACHE_SCOPES = 16
+
 # The scope predicate in SQL: citebot_in_scope(source, regex) is 1 when the scope's regex
 # (search.scope.Scope.regex) matches the whole source path.
 _IN_SCOPE = "SELECT id FROM chunks WHERE citebot_in_scope(source, ?)"
@@ -191,6 +196,7 @@ class EmbeddedStore:
                          " USING fts5vocab(main, chunks_fts, 'instance')")
         self._matrix: tuple[int, np.ndarray, np.ndarray, list[str], list[str]] | None = None
         self._masks: dict[tuple[int, tuple[str, ...]], np.ndarray] = {}
+        self._vocab_cache: dict[tuple[int, tuple[str, ...]], list[str]] = {}
 
     # -- schema ---------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -284,6 +290,7 @@ class EmbeddedStore:
                 self._db.execute("ROLLBACK")
                 raise
             self._matrix = None
+            self._vocab_cache.clear()
 
     def _delete_source(self, source: str) -> None:
         ids = [r[0] for r in self._db.execute(
@@ -305,6 +312,7 @@ class EmbeddedStore:
                 self._db.execute("ROLLBACK")
                 raise
             self._matrix = None
+            self._vocab_cache.clear()
 
     def commit_ingest(self) -> None:
         """Each document is committed as it is written; nothing is pending here."""
@@ -462,6 +470,35 @@ class EmbeddedStore:
                        scope: Scope | None = None) -> list[str]:
         rows = self._match('text : "' + " ".join(phrase) + '"', limit + 1, scope)
         return [cid for cid, _ in self._ids_for(rows)]
+
+    def phrase_matches_many(self, phrases: Sequence[Sequence[str]], limit: int, *,
+                            scope: Scope | None = None) -> list[list[str]]:
+        return [self.phrase_matches(p, limit, scope=scope) for p in phrases]
+
+    def spelling_candidates(self, terms: Sequence[str], *,
+                            scope: Scope | None = None) -> dict[str, list[str]]:
+        """Words of the (scoped) vocabulary of about the right length sharing the first or
+        second letter: an in-process scan of a vocabulary read once per collection version."""
+        out: dict[str, list[str]] = {}
+        vocab = self._vocabulary_cached(scope)
+        for term in dict.fromkeys(terms):
+            out[term] = [
+                c for c in vocab
+                if abs(len(c) - len(term)) <= SPELLING_MAX_EDITS and c != term
+                and (c[:1] == term[:1] or c[1:2] == term[1:2])
+            ]
+        return out
+
+    def _vocabulary_cached(self, scope: Scope | None) -> list[str]:
+        scope = limiting(scope)
+        with self._lock:
+            version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+            key = (version, scope.key if scope is not None else ())
+            if key not in self._vocab_cache:
+                if len(self._vocab_cache) >= VOCAB_CACHE_SCOPES:
+                    self._vocab_cache.clear()
+                self._vocab_cache[key] = sorted(self.vocabulary(scope=scope))
+            return self._vocab_cache[key]
 
     def doc_freqs(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, int]:
         if not terms:

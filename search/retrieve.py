@@ -177,7 +177,6 @@ class Retriever:
         self.encode_query = encode_query
         self.glossary = glossary or Glossary.empty()
         self.config = config or RetrievalConfig()
-        self._vocab: dict[tuple[str, ...], set[str]] = {}
         self._flood_cache: dict[tuple[tuple[str, ...], str], bool] = {}
         self._null: calibration.NullDistribution | None | bool = False  # False: not read yet
 
@@ -192,24 +191,19 @@ class Retriever:
         return self._null or None
 
     # -- query analysis -------------------------------------------------------------------
-    def _vocabulary(self, scope: Scope | None = None) -> set[str]:
-        key = scope.key if scope is not None else ()
-        if key not in self._vocab:
-            self._vocab[key] = set(self.store.vocabulary(scope=scope))
-        return self._vocab[key]
-
     def correct_typos(self, terms: Sequence[str], dfs: dict[str, int],
                       scope: Scope | None = None) -> dict[str, str]:
-        """Fix only words absent from the collection, to the closest frequent word."""
+        """Fix only words absent from the collection, to the closest frequent word. The
+        store offers the candidates (it never hands over its whole vocabulary)."""
         fixes: dict[str, str] = {}
         absent = [t for t in terms if dfs.get(t, 0) == 0 and len(t) >= 4 and t.isalpha()]
         if not absent:
             return fixes
-        vocab = self._vocabulary(scope)
+        offered = self.store.spelling_candidates(absent, scope=scope)
         for term in absent:
             limit = 1 if len(term) <= 5 else 2
             best: tuple[int, str] | None = None
-            for cand in vocab:
+            for cand in offered.get(term, ()):
                 if cand[0] != term[0] and (len(cand) < 2 or cand[1] != term[1]):
                     continue
                 d = _edit_distance_at_most(term, cand, limit)
@@ -255,20 +249,25 @@ class Retriever:
     def _phrases(self, question: str, scope: Scope | None = None) -> list[tuple[tuple[str, ...], list[str]]]:
         """Longest-first exact phrases of the question that the collection holds rarely."""
         tokens = words(question)
-        found: list[tuple[tuple[str, ...], list[str]]] = []
-        covered: set[int] = set()
+        grams: list[tuple[int, tuple[str, ...]]] = []
         for n in range(min(PHRASE_MAX_TOKENS, len(tokens)), PHRASE_MIN_CONTENT - 1, -1):
             for i in range(len(tokens) - n + 1):
-                span = set(range(i, i + n))
-                if span <= covered:
-                    continue
                 gram = tuple(tokens[i : i + n])
-                if not self.is_phrase(gram):
-                    continue
-                ids = self.store.phrase_matches(gram, PHRASE_MAX_CHUNKS, scope=scope)
-                if 1 <= len(ids) <= PHRASE_MAX_CHUNKS:
-                    found.append((gram, ids))
-                    covered |= span
+                if self.is_phrase(gram):
+                    grams.append((i, gram))
+        # Every candidate in one batch (one round trip on Elasticsearch), then longest
+        # first: a gram inside a span already found is passed over, as before batching.
+        matches = self.store.phrase_matches_many([g for _, g in grams], PHRASE_MAX_CHUNKS,
+                                                 scope=scope) if grams else []
+        found: list[tuple[tuple[str, ...], list[str]]] = []
+        covered: set[int] = set()
+        for (i, gram), ids in zip(grams, matches, strict=True):
+            span = set(range(i, i + len(gram)))
+            if span <= covered:
+                continue
+            if 1 <= len(ids) <= PHRASE_MAX_CHUNKS:
+                found.append((gram, ids))
+                covered |= span
         return found
 
     # -- retrieval ------------------------------------------------------------------------
@@ -336,14 +335,15 @@ class Retriever:
                 fixed = [c for c in corrections.values() if c not in dfs]
                 all_dfs = {**dfs, **(self.store.doc_freqs(fixed, scope=scope) if fixed else {})}
                 names = name_like(question)
-                for term, df in all_dfs.items():
-                    is_name = term in names
-                    if (1 <= df <= RARE_MAX_DF and len(term) >= RARE_MIN_LETTERS
-                            and not term.isdigit() and is_name):
-                        ids = self.store.phrase_matches((term,), RARE_MAX_DF, scope=scope)
-                        addresses.append(f"rare:{term}")
-                        for cid in ids:
-                            addressed[cid] = addressed.get(cid, 0.0) + math.log(n_chunks / df)
+                rare = [term for term, df in all_dfs.items()
+                        if 1 <= df <= RARE_MAX_DF and len(term) >= RARE_MIN_LETTERS
+                        and not term.isdigit() and term in names]
+                held = self.store.phrase_matches_many([(t,) for t in rare], RARE_MAX_DF,
+                                                      scope=scope) if rare else []
+                for term, ids in zip(rare, held, strict=True):
+                    addresses.append(f"rare:{term}")
+                    for cid in ids:
+                        addressed[cid] = addressed.get(cid, 0.0) + math.log(n_chunks / all_dfs[term])
 
         t = time.perf_counter()
         fused: dict[str, float] = {}

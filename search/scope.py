@@ -13,7 +13,7 @@ Glob syntax (anchored: a pattern matches the whole source path):
 Everything else is literal. `["**"]` is the whole collection.
 
 What a scope does not hide: BM25's term weights (idf) are collection-wide in both stores
-(FTS5's bm25() cannot be restricted, and the Elasticsearch store reproduces it), so the
+(FTS5's bm25() cannot be restricted, and Elasticsearch's BM25 weighs over the index), so the
 order of in-scope passages can depend on how common a word is elsewhere. That is a ranking
 weight, never a passage, a count shown to a person, or text.
 """

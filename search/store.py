@@ -60,6 +60,15 @@ class Store(Protocol):
                        scope: Scope | None = None) -> list[str]:
         """Ids of chunks containing the tokens as an exact phrase (at most limit+1 returned)."""
 
+    def phrase_matches_many(self, phrases: Sequence[Sequence[str]], limit: int, *,
+                            scope: Scope | None = None) -> list[list[str]]:
+        """phrase_matches for each phrase, in order (one round trip where the store has them)."""
+
+    def spelling_candidates(self, terms: Sequence[str], *,
+                            scope: Scope | None = None) -> dict[str, list[str]]:
+        """For each term, indexed words that may lie within two edits of it (a superset is
+        allowed; the caller measures the distance). Never the whole vocabulary per call."""
+
     def doc_freqs(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, int]:
         """Number of chunks containing each (lower-cased) term."""
 

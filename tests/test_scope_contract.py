@@ -102,6 +102,11 @@ def test_each_store_read_sees_only_the_scope(store):
     assert "bollard" in vocab and "zurich" in vocab
     assert not vocab & {"kettle", "brandvold", "herding", "salary"}
     assert store.vocabulary(scope=Scope(())) == set() and store.chunk_count(scope=Scope(())) == 0
+    # spelling candidates: "brandvolt" is one edit from a name only the people hold
+    assert "brandvold" in store.spelling_candidates(["brandvolt"])["brandvolt"]
+    assert "brandvold" not in store.spelling_candidates(["brandvolt"], scope=NOT_PEOPLE)["brandvolt"]
+    assert store.phrase_matches_many([("salary", "review"), ("bollard",)], 3, scope=NOT_PEOPLE) == [
+        [], store.phrase_matches(("bollard",), 3, scope=NOT_PEOPLE)]
 
 
 @pytest.mark.parametrize("globs", [("site/**",), ("*.md",), ("**/reviews.md",), ("**/*.txt",),

@@ -259,6 +259,19 @@ def test_phrases_search_the_text_only(store):
     assert store.phrase_matches(("kitchen", "kettle"), 3) == []  # a heading is not text
 
 
+def test_phrase_lookups_in_one_batch_answer_as_one_at_a_time(store):
+    batch = [("herding", "cats"), ("the",), ("cats", "herding"), ("soak",), ()]
+    assert [sorted(ids) for ids in store.phrase_matches_many(batch, 3)] == [
+        sorted(store.phrase_matches(p, 3)) for p in batch]
+    assert store.phrase_matches_many([], 3) == []
+
+
+def test_spelling_candidates_are_indexed_words_near_the_term(store):
+    offered = store.spelling_candidates(["kettel", "bolard", "qqqqqq"])
+    assert "kettle" in offered["kettel"] and "bollard" in offered["bolard"]
+    assert offered["qqqqqq"] == []
+
+
 def test_phrase_matches_returns_at_most_limit_plus_one(store):
     # "the" is in the text of 9 chunks
     assert len(store.phrase_matches(("the",), 2)) == 3

@@ -1,0 +1,272 @@
+"""The Elasticsearch store's reads for retrieval: the dense and lexical arms, phrases,
+document frequencies, spelling candidates and the vocabulary (a mixin of
+search.elastic.ElasticStore, which provides the client, the alias and `_search`).
+
+What each costs per question, so that it does not grow with the collection:
+
+- Lexical: one request scored by Elasticsearch's own BM25 (SIMILARITY, with FTS5's k1
+  and b) over citebot's own tokens, size k. Until issue 13 the store fetched 200
+  candidates' token lists and re-scored them with FTS5's formula in Python, with a global
+  aggregation over every chunk (token total, chunks per phrase) in the same request: at
+  10,000 chunks that was 15-30 ms, and the aggregation grew with the collection.
+  Elasticsearch's ranking is not FTS5's (idf ln(1 + (N-n+.5)/(n+.5)), lengths in one
+  byte, BM25F's weighted lengths), so the two stores agree on quality, not on every rank
+  (benchmarks/quality.py measures it; benchmarks/README.md has the figures).
+- More than one primary shard: the lexical request is dfs_query_then_fetch, so a term's
+  BM25 statistics are the whole index's; on one shard Elasticsearch runs it as
+  query_then_fetch (no extra round trip). Exact phrases keep each shard's own statistics:
+  the dfs phase does not carry them for phrase queries (tests/test_elastic.py measures
+  it), which approaches the exact figure as shards fill with thousands of chunks.
+- Phrases, rare terms and document frequencies: one `_msearch` per batch, never one
+  request per n-gram. A document frequency is a count of one term of `vocab`, which
+  Lucene reads from its term dictionary (an index-time statistic) instead of counting.
+- Spelling: a term suggester over `vocab` for the words absent from the collection;
+  the whole vocabulary is never read at question time (`vocabulary()` still reads it,
+  for tools and tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from elasticsearch import BadRequestError
+
+from search.errors import DimensionError, SearchBackendError
+from search.scope import Scope, glob_lucene, limiting
+from search.text import words
+from search.types import LexicalQuery
+
+# Lucene's BM25 with SQLite FTS5's constants (search/embedded.py ranks by FTS5's bm25()),
+# as the index's default similarity.
+SIMILARITY: dict[str, Any] = {"default": {"type": "BM25", "k1": 1.2, "b": 0.75}}
+# The heading path counts for half a text match, as in the embedded store (HEADING_WEIGHT
+# there).
+HEADING_BOOST = 0.5
+# Exact BM25 statistics over all shards; a one-shard index skips the dfs round trip.
+LEXICAL_SEARCH_TYPE = "dfs_query_then_fetch"
+# The typo fixer (search/retrieve.py) fixes a word by at most 2 edits; the suggester
+# returns at most this many candidates per word (the fixer then picks the closest, ties
+# alphabetically).
+SPELLING_MAX_EDITS = 2
+SPELLING_SUGGESTIONS = 50
+
+# num_candidates = max(k * NUM_CANDIDATES_FACTOR, NUM_CANDIDATES_MIN), at most 10,000.
+# For the Retriever's k = 30 that is 400: recall@30 0.999 and recall@5 1.000 against
+# exact search (table above), for ~1.5 ms more than 100 candidates. The embedded store
+# searches exactly, so this is what keeps the two backends' dense arms alike.
+NUM_CANDIDATES_FACTOR = 10
+NUM_CANDIDATES_MIN = 400
+NUM_CANDIDATES_MAX = 10_000
+
+# Composite aggregation page for the vocabulary.
+VOCAB_PAGE = 10_000
+
+
+class ElasticQueries:
+    """Retrieval reads over the alias; `self._search` and `self.stamp` come from ElasticStore."""
+
+    def dense(self, vector: np.ndarray, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
+        if k <= 0:
+            return []
+        knn: dict[str, Any] = {
+            "field": "windows.vector", "query_vector": np.asarray(vector, np.float32).tolist(),
+            "k": k, "num_candidates": num_candidates(k),
+        }
+        scoped = scope_filter(scope)
+        if scoped is not None:
+            knn["filter"] = scoped  # a pre-filter: the k nearest chunks inside the scope
+        try:
+            res = self._search("searching vectors", knn=knn, size=k, source=False)
+        except SearchBackendError as exc:
+            # The width is checked only when Elasticsearch refuses the query: no extra
+            # round trip per question.
+            stamp = self.stamp() if isinstance(exc.__cause__, BadRequestError) else None
+            if stamp is not None and vector.shape != (stamp.dims,):
+                raise DimensionError(
+                    f"query vector has width {vector.shape}, the store holds {stamp.dims}"
+                ) from exc
+            raise
+        # Cosine similarity is served as (1 + cos) / 2; the store protocol speaks cosine.
+        return [(h["_id"], 2.0 * float(h["_score"]) - 1.0) for h in res["hits"]["hits"]]
+
+    def _msearch(self, doing: str, searches: Sequence[dict[str, Any]],
+                 search_type: str | None = None) -> list[dict[str, Any]]:
+        """Several searches of the alias in one round trip (`_msearch`); one response each,
+        in order. A missing alias answers empty; any other failed search fails the call."""
+        if not searches:
+            return []
+        header: dict[str, Any] = {"index": self.alias}
+        if search_type:
+            header["search_type"] = search_type
+        body: list[dict[str, Any]] = []
+        for search in searches:
+            body += [header, search]
+        with self._calls(doing, SearchBackendError):
+            responses = self.es.msearch(searches=body).body["responses"]
+        out = []
+        for r in responses:
+            err = r.get("error")
+            if err is not None:
+                if isinstance(err, dict) and err.get("type") == "index_not_found_exception":
+                    out.append({"hits": {"hits": [], "total": {"value": 0}}})
+                    continue
+                root = (err.get("root_cause") or [err])[0] if isinstance(err, dict) else {}
+                raise SearchBackendError(
+                    f"Elasticsearch at {self.url} answered {r.get('status')} while {doing}: "
+                    f"{root.get('type')}: {root.get('reason')}")
+            out.append(r)
+        return out
+
+    def lexical(self, query: LexicalQuery, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
+        """Elasticsearch's own BM25 (k1, b as FTS5's; see SIMILARITY) over citebot's tokens:
+        each group's terms in text and heading (_group_clauses) at the group's weight, the
+        query's phrases in the text. One request; nothing is re-scored."""
+        should: list[dict[str, Any]] = []
+        for group in query.groups:
+            clauses = _group_clauses([tuple(words(t)) for t in group.terms])
+            if clauses:
+                should.append({"bool": {"should": clauses, "boost": group.weight}})
+        for phrase, weight in query.phrases:
+            tokens = words(phrase)
+            if tokens:
+                should.append(_phrase_clause("words", tokens, weight))
+        if not should or k <= 0:
+            return []
+        found: dict[str, Any] = {"bool": {"should": should, "minimum_should_match": 1}}
+        scoped = scope_filter(scope)
+        if scoped is not None:
+            found["bool"]["filter"] = [scoped]
+        (res,) = self._msearch("searching words", [{
+            "query": found, "size": k, "_source": False, "track_total_hits": False,
+        }], search_type=LEXICAL_SEARCH_TYPE)
+        return [(h["_id"], float(h["_score"])) for h in res["hits"]["hits"]]
+
+    def phrase_matches(self, phrase: Sequence[str], limit: int, *,
+                       scope: Scope | None = None) -> list[str]:
+        return self.phrase_matches_many([phrase], limit, scope=scope)[0]
+
+    def phrase_matches_many(self, phrases: Sequence[Sequence[str]], limit: int, *,
+                            scope: Scope | None = None) -> list[list[str]]:
+        """phrase_matches for each phrase, in one `_msearch`. Unscored and in index order
+        (sort by _doc), so a phrase held by thousands of chunks stops at limit + 1."""
+        tokens = [words(" ".join(p)) for p in phrases]
+        scoped = scope_filter(scope)
+        searches = []
+        for t in tokens:
+            if not t:
+                continue
+            query = _phrase_clause("words", t, 1.0)
+            if scoped is not None:
+                query = {"bool": {"filter": [query, scoped]}}
+            searches.append({"query": query, "size": limit + 1, "_source": False,
+                             "sort": ["_doc"], "track_total_hits": False})
+        responses = iter(self._msearch("searching phrases", searches))
+        return [[h["_id"] for h in next(responses)["hits"]["hits"]] if t else [] for t in tokens]
+
+    def doc_freqs(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, int]:
+        """Chunks holding each term in text or heading: a count of the `vocab` term per
+        term, in one `_msearch`. Lucene keeps a term's document count in its term
+        dictionary at index time, so an unscoped count is read, not counted (a segment
+        with deleted documents is counted); a scope makes it a conjunction with the scope's
+        sources. No aggregation over the collection."""
+        if not terms:
+            return {}
+        wanted = sorted(set(terms))
+        scoped = scope_filter(scope)
+        searches = []
+        for t in wanted:
+            query: dict[str, Any] = {"term": {"vocab": t}}
+            if scoped is not None:
+                query = {"bool": {"filter": [query, scoped]}}
+            searches.append({"query": query, "size": 0, "track_total_hits": True})
+        responses = self._msearch("counting document frequencies", searches)
+        found = {t: int(r["hits"]["total"]["value"]) for t, r in zip(wanted, responses, strict=True)}
+        return {t: found[t] for t in terms}
+
+    def spelling_candidates(self, terms: Sequence[str], *,
+                            scope: Scope | None = None) -> dict[str, list[str]]:
+        """Words of the collection within SPELLING_MAX_EDITS of each term, from Lucene's term
+        dictionary of `vocab` (a term suggester per term, one request): the vocabulary is
+        never read whole. Under a scope, only words some chunk of the scope holds."""
+        wanted = [t for t in dict.fromkeys(terms) if t]
+        if not wanted:
+            return {}
+        suggest = {f"t{i}": {"text": t, "term": {
+            "field": "vocab", "suggest_mode": "always", "max_edits": SPELLING_MAX_EDITS,
+            "prefix_length": 0, "min_word_length": 1, "size": SPELLING_SUGGESTIONS,
+            "accuracy": 0.1, "string_distance": "levenshtein",
+        }} for i, t in enumerate(wanted)}
+        res = self._search("finding spelling candidates", size=0, suggest=suggest)
+        out: dict[str, list[str]] = {}
+        for i, t in enumerate(wanted):
+            entries = res.get("suggest", {}).get(f"t{i}", [])
+            out[t] = sorted({o["text"] for e in entries for o in e.get("options", [])} - {t})
+        if limiting(scope) is not None:
+            held = self.doc_freqs(sorted({c for cs in out.values() for c in cs}), scope=scope)
+            out = {t: [c for c in cs if held.get(c, 0) > 0] for t, cs in out.items()}
+        return out
+
+    def vocabulary(self, *, scope: Scope | None = None) -> set[str]:
+        vocab: set[str] = set()
+        scoped: dict[str, Any] = {"query": _chunks(scope)} if limiting(scope) else {}
+        after: dict[str, Any] | None = None
+        while True:
+            composite: dict[str, Any] = {
+                "size": VOCAB_PAGE, "sources": [{"term": {"terms": {"field": "vocab"}}}],
+            }
+            if after:
+                composite["after"] = after
+            res = self._search("reading the vocabulary", size=0,
+                               aggs={"vocab": {"composite": composite}}, **scoped)
+            agg = res.get("aggregations", {}).get("vocab", {})
+            vocab.update(b["key"]["term"] for b in agg.get("buckets", []))
+            after = agg.get("after_key")
+            if not after or len(agg.get("buckets", [])) < VOCAB_PAGE:
+                return vocab
+
+
+def scope_filter(scope: Scope | None) -> dict[str, Any] | None:
+    """The scope as a filter clause over `source` (one regexp per glob), or None for all."""
+    scope = limiting(scope)
+    if scope is None:
+        return None
+    if not scope.globs:
+        return {"bool": {"must_not": [{"match_all": {}}]}}
+    return {"bool": {"should": [{"regexp": {"source": {"value": glob_lucene(g), "flags": "NONE"}}}
+                                for g in scope.globs], "minimum_should_match": 1}}
+
+
+def _chunks(scope: Scope | None) -> dict[str, Any]:
+    """Every chunk document, within the scope when there is one."""
+    scoped = scope_filter(scope)
+    if scoped is None:
+        return {"term": {"kind": "chunk"}}
+    return {"bool": {"filter": [{"term": {"kind": "chunk"}}, scoped]}}
+
+
+def num_candidates(k: int) -> int:
+    return min(NUM_CANDIDATES_MAX, max(k * NUM_CANDIDATES_FACTOR, NUM_CANDIDATES_MIN, k))
+
+
+def _group_clauses(terms: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
+    """One term group's clauses: each term (one token, or an exact phrase for several) in
+    the text and, at HEADING_BOOST, in the heading path; BM25 scores summed, as FTS5 sums
+    `"a" OR "b"`. Per-field clauses, not combined_fields (BM25F, closer to FTS5's row
+    score): combined_fields takes its term statistics from each shard even under
+    dfs_query_then_fetch, and on the labelled collections it ranked no better (lexical
+    Recall@5, embedded / per-field / combined_fields: examples 0.839 / 0.821 / 0.839, git
+    0.778 / 0.806 / 0.778, sqlite 0.745 / 0.766 / 0.681)."""
+    clauses: list[dict[str, Any]] = []
+    for t in dict.fromkeys(tuple(t) for t in terms if t):
+        clauses.append(_phrase_clause("words", t, 1.0))
+        clauses.append(_phrase_clause("heading", t, HEADING_BOOST))
+    return clauses
+
+
+def _phrase_clause(field: str, tokens: Sequence[str], boost: float) -> dict[str, Any]:
+    tokens = list(tokens)
+    if len(tokens) == 1:
+        return {"term": {field: {"value": tokens[0], "boost": boost}}}
+    return {"match_phrase": {field: {"query": " ".join(tokens), "boost": boost}}}
