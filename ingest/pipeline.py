@@ -77,6 +77,11 @@ class IngestSummary:
     chunks: int = 0  # chunks written in this run
     skipped: list[Skipped] = field(default_factory=list)
     seconds: float = 0.0
+    # Where the seconds went (benchmarks/ingest_throughput.py prints them; not in as_json):
+    # prepare (find, read, parse, furniture), plan (chunk and tokenise, in the producer
+    # thread, overlapping the rest), wait (for the producer), encode (the model), write
+    # (the store), finish (deletions, commit, the gate's calibration).
+    stages: dict[str, float] = field(default_factory=dict)
 
     def as_json(self) -> dict:
         return {
@@ -472,9 +477,14 @@ def ingest(
     bar = Progress(files=len(reads), chars=sum(_to_write(r, furniture, stored) for r in reads), enabled=show)
     pool: list[_Planned] = []
 
+    stages = summary.stages
+    stages.update(prepare=time.perf_counter() - started, plan=0.0, wait=0.0, encode=0.0, write=0.0)
+
     def flush() -> None:
         jobs = [j for p in pool for j in p.jobs]
+        t0 = time.perf_counter()
         windows = embedder.encode_jobs(jobs) if jobs else []
+        t1 = time.perf_counter()
         at = 0
         for p in pool:
             assert p.record is not None
@@ -484,29 +494,43 @@ def ingest(
             summary.chunks += len(p.chunks)
             bar.advance(files=1, chunks=len(p.chunks), windows=len(p.jobs), chars=p.chars)
         pool.clear()
+        stages["encode"] += t1 - t0
+        stages["write"] += time.perf_counter() - t1
+
+    def plan(r: _Read) -> _Planned:
+        t0 = time.perf_counter()
+        try:
+            return _plan(r, furniture, stored, embedder, chunking)
+        finally:
+            stages["plan"] += time.perf_counter() - t0
 
     stop = threading.Event()
     try:
-        for p in _planned(reads, lambda r: _plan(r, furniture, stored, embedder, chunking), stop):
-            if p.unchanged:
-                summary.unchanged += 1
+        waited = time.perf_counter()
+        for p in _planned(reads, plan, stop):
+            stages["wait"] += time.perf_counter() - waited
+            if p.unchanged or p.skipped is not None:
+                if p.unchanged:
+                    summary.unchanged += 1
+                else:
+                    summary.skipped.append(p.skipped)
                 bar.advance(files=1)
-                continue
-            if p.skipped is not None:
-                summary.skipped.append(p.skipped)
-                bar.advance(files=1)
+                waited = time.perf_counter()
                 continue
             pool.append(p)
             if sum(len(x.jobs) for x in pool) >= POOL_WINDOWS:
                 flush()
+            waited = time.perf_counter()
         flush()
     finally:
         stop.set()
         bar.close()
+    finishing = time.perf_counter()
     summary.deleted = _delete_gone(store, paths, reads, summary.skipped, known)
     store.commit_ingest()
     recalibrate(store, embedder, changed=bool(summary.documents or summary.deleted))
     summary.seconds = time.perf_counter() - started
+    stages["finish"] = time.perf_counter() - finishing
     return summary
 
 
