@@ -9,7 +9,8 @@ model alone on exactly those windows: the collection is chunked and cut into win
 beforehand as ingest cuts it (the same token ids; the counts are checked against the
 store) and encoded with Embedder.encode_ids, once before and once after the ingest;
 `raw_windows_per_s` is their mean, so drift from other load on the machine falls on both
-sides. `ratio` = ingest / raw. Also printed: the raw rate with one batch per document (how
+sides. `ratio` = ingest / raw; `cpu_ratio` the same with this process's CPU seconds,
+steadier than the wall clock when the machine is shared. Also printed: the raw rate with one batch per document (how
 ingest ran before issue 13), where the ingest's seconds went (IngestSummary.stages), and
 the load average before and after.
 
@@ -36,21 +37,21 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ingest.chunker import chunk_document, doc_id_for  # noqa: E402
-from ingest.embedder import Embedder  # noqa: E402
-from ingest.pipeline import ingest, load_collection  # noqa: E402
-from search.embedded import DB_NAME, EmbeddedStore  # noqa: E402
+from ingest.chunker import chunk_document, doc_id_for
+from ingest.embedder import Embedder
+from ingest.pipeline import ingest, load_collection
+from search.embedded import DB_NAME, EmbeddedStore
 
 
 def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def raw_encode(embedder: Embedder, jobs) -> float:
-    """Seconds the model takes for these windows alone, in length-sorted batches."""
-    started = time.perf_counter()
+def raw_encode(embedder: Embedder, jobs) -> tuple[float, float]:
+    """Wall and CPU seconds the model takes for these windows alone, in length-sorted batches."""
+    started, cpu = time.perf_counter(), time.process_time()
     embedder.encode_ids([j.ids for j in jobs])
-    return time.perf_counter() - started
+    return time.perf_counter() - started, time.process_time() - cpu
 
 
 def per_document(embedder: Embedder, chunks, jobs) -> float:
@@ -105,16 +106,18 @@ def measure(path: Path, backend: str) -> dict[str, Any]:
     docs, _ = load_collection([path])
     chunks = [c for d in docs for c in chunk_document(d, doc_id_for(d.source), embedder.count_tokens)]
     jobs = embedder.plan(chunks)
-    raw_before = raw_encode(embedder, jobs)
+    raw_before, raw_cpu_before = raw_encode(embedder, jobs)
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(backend, Path(tmp))
         try:
+            cpu = time.process_time()
             summary = ingest([path], store, embedder, progress=False)
+            ingest_cpu = time.process_time() - cpu
             windows = stored_windows(store)
             stored_chunks = len(store.iter_chunks())
         finally:
             drop(store)
-    raw_after = raw_encode(embedder, jobs)
+    raw_after, raw_cpu_after = raw_encode(embedder, jobs)
     if (len(jobs), len(chunks)) != (windows, stored_chunks):
         raise SystemExit(f"the store holds {windows} windows of {stored_chunks} chunks, but cutting "
                          f"the collection gave {len(jobs)} of {len(chunks)}")
@@ -127,6 +130,11 @@ def measure(path: Path, backend: str) -> dict[str, Any]:
         ratio=round(raw_s / summary.seconds, 3),
         raw_seconds=[round(raw_before, 2), round(raw_after, 2)],
         ingest_seconds=round(summary.seconds, 2),
+        # CPU seconds of this process (all its threads): on a crowded machine the wall
+        # clock is mostly other people's work, the CPU time mostly ours.
+        cpu_ratio=round((raw_cpu_before + raw_cpu_after) / 2 / ingest_cpu, 3),
+        raw_cpu_seconds=[round(raw_cpu_before, 2), round(raw_cpu_after, 2)],
+        ingest_cpu_seconds=round(ingest_cpu, 2),
         per_document_windows_per_s=round(windows / doc_s, 2),
         stages_s={k: round(v, 2) for k, v in summary.stages.items()},
         load_after=_load(),
@@ -151,6 +159,8 @@ def main() -> None:
     print(f"  raw encode      {out['raw_windows_per_s']:8.2f} windows/s  (runs {out['raw_seconds']} s)")
     print(f"  ingest          {out['ingest_windows_per_s']:8.2f} windows/s  ({out['ingest_seconds']} s)  "
           f"ratio {out['ratio']:.3f}")
+    print(f"  CPU seconds     raw {out['raw_cpu_seconds']}, ingest {out['ingest_cpu_seconds']}: "
+          f"ratio {out['cpu_ratio']:.3f}")
     print(f"  per-doc batches {out['per_document_windows_per_s']:8.2f} windows/s  (the model alone, "
           "one call per document)")
     print("  ingest stages   " + ", ".join(f"{k} {v} s" for k, v in out["stages_s"].items()))

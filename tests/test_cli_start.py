@@ -20,12 +20,12 @@ HEAVY = ("torch", "transformers", "sentence_transformers")
 
 _RUN = (
     "import atexit, json, sys\n"
-    "atexit.register(lambda: print('HEAVY ' + json.dumps([m for m in %r if m in sys.modules]),"
+    f"atexit.register(lambda: print('HEAVY ' + json.dumps([m for m in {HEAVY!r} if m in sys.modules]),"
     " file=sys.stderr))\n"
     "from bot.cli import main\n"
     "sys.argv = ['citebot', *json.loads(sys.argv[1])]\n"
     "main()\n"
-) % (HEAVY,)
+)
 
 
 def heavy_modules(args: list[str], store: Path) -> list[str]:
@@ -33,7 +33,7 @@ def heavy_modules(args: list[str], store: Path) -> list[str]:
     for name in ("CITEBOT_ES_URL", "REDIS_URL", "ANTHROPIC_API_KEY"):
         env.pop(name, None)
     out = subprocess.run([sys.executable, "-c", _RUN, json.dumps(args)], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, check=False)
     (line,) = [x for x in out.stderr.splitlines() if x.startswith("HEAVY ")]
     return json.loads(line.removeprefix("HEAVY "))
 
