@@ -1,20 +1,24 @@
-"""Ingest throughput beside the raw encode rate of the embedding model, which bounds it.
+"""Ingest throughput beside the raw encode rate of the same windows, measured in one run.
 
-    raw encode   Embedder.encode_texts on full 256-token windows (254 + [CLS] + [SEP])
-    ingest       `ingest examples/handbook` end to end (load, chunk, window, embed, write)
-                 into a fresh embedded store and a fresh Elasticsearch alias
-    store write  the same chunks and vectors written again without embedding: the
-                 backend's own share of an ingest
-    large corpus the ingest that built the cached 10,000+ chunk corpus (benchmarks/corpus.py),
-                 when built; with --large, a fresh timed ingest of it (tens of minutes)
+    .venv/bin/python benchmarks/ingest_throughput.py [PATH] [--backend embedded|elasticsearch] [--json]
 
-Figures: chunks/s, tokens/s (model tokens of the stored chunk text) and windows/s, and
-each ingest's rates as shares of the raw encode rate. Windows are what the model
-encodes: overlapping 256-token windows with the heading path in front, so a window/s
-share near 100% means the ingest runs as fast as the model can.
+PATH (default examples/handbook) is ingested end to end into a fresh store (find, read,
+parse, chunk, cut windows, embed, write, commit, calibrate the gate): `ingest_windows_per_s`
+is the windows the store then holds over the ingest's wall seconds. The raw rate is the
+model alone on exactly those windows: the collection is chunked and cut into windows
+beforehand as ingest cuts it (the same token ids; the counts are checked against the
+store) and encoded with Embedder.encode_ids, once before and once after the ingest;
+`raw_windows_per_s` is their mean, so drift from other load on the machine falls on both
+sides. `ratio` = ingest / raw; `cpu_ratio` the same with this process's CPU seconds,
+steadier than the wall clock when the machine is shared. Also printed: the raw rate with one batch per document (how
+ingest ran before issue 13), where the ingest's seconds went (IngestSummary.stages), and
+the load average before and after.
 
-    eval "$(scripts/services start)"
-    .venv/bin/python benchmarks/ingest_throughput.py [--large] [--json]
+With --backend elasticsearch the store is a fresh alias on CITEBOT_BENCH_ES_URL or
+CITEBOT_TEST_ES_URL (`eval "$(scripts/services start)"`), deleted afterwards.
+
+--json prints one object: {"path","backend","windows","chunks","raw_windows_per_s",
+"ingest_windows_per_s","ratio", ...}.
 """
 
 from __future__ import annotations
@@ -30,147 +34,136 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
-import corpus
-
+from ingest.chunker import chunk_document, doc_id_for
 from ingest.embedder import Embedder
-from ingest.pipeline import ingest
-from search.elastic import ElasticStore, connect
+from ingest.pipeline import ingest, load_collection
 from search.embedded import DB_NAME, EmbeddedStore
 
-ENCODE_WINDOWS = 128  # four of the embedder's batches of 32
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
 
 
-def raw_encode(embedder: Embedder) -> dict[str, float]:
-    """Windows of exactly the model's width cut from the handbook text, encoded in batches."""
-    text = "\n\n".join(p.read_text(encoding="utf-8", errors="replace")
-                       for p in sorted((corpus.REPO / "examples" / "handbook").rglob("*.md")))
-    ids = embedder.tokenizer(text, add_special_tokens=False)["input_ids"]
-    width = embedder.max_tokens
-    windows: list[str] = []
-    start = 0
-    while len(windows) < ENCODE_WINDOWS:
-        piece = embedder.tokenizer.decode(ids[start : start + width])
-        while embedder.count_tokens(piece) > width:  # decoding can merge or split a token
-            piece = piece[: int(len(piece) * 0.98)]
-        windows.append(piece)
-        start = (start + width) % max(1, len(ids) - width)
-    tokens = sum(embedder.count_tokens(w) for w in windows)
-    embedder.encode_texts(windows[:32])  # warm
+def raw_encode(embedder: Embedder, jobs) -> tuple[float, float]:
+    """Wall and CPU seconds the model takes for these windows alone, in length-sorted batches."""
+    started, cpu = time.perf_counter(), time.process_time()
+    embedder.encode_ids([j.ids for j in jobs])
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+def per_document(embedder: Embedder, chunks, jobs) -> float:
+    """Seconds with one model call per document (the ingest before pooling)."""
+    doc_of = {c.chunk_id: c.doc_id for c in chunks}
+    by_doc: dict[str, list] = {}
+    for j in jobs:
+        by_doc.setdefault(doc_of[j.chunk_id], []).append(j)
     started = time.perf_counter()
-    embedder.encode_texts(windows)
-    seconds = time.perf_counter() - started
-    return {"windows": len(windows), "tokens": tokens, "seconds": round(seconds, 2),
-            "windows_per_s": round(len(windows) / seconds, 2),
-            "tokens_per_s": round(tokens / seconds, 1)}
+    for group in by_doc.values():
+        embedder.encode_ids([j.ids for j in group])
+    return time.perf_counter() - started
 
 
-def rates(chunks: int, tokens: int, windows: int, seconds: float) -> dict[str, float]:
-    return {"chunks": chunks, "tokens": tokens, "windows": windows, "seconds": round(seconds, 2),
-            "chunks_per_s": round(chunks / seconds, 2), "tokens_per_s": round(tokens / seconds, 1),
-            "windows_per_s": round(windows / seconds, 2)}
+def stored_windows(store) -> int:
+    if isinstance(store, EmbeddedStore):
+        db = sqlite3.connect(store.directory / DB_NAME)
+        try:
+            return int(db.execute("SELECT count(*) FROM windows").fetchone()[0])
+        finally:
+            db.close()
+    res = store.es.search(index=store.alias, size=0, query={"term": {"kind": "chunk"}},
+                          aggs={"w": {"nested": {"path": "windows"}}})
+    return int(res["aggregations"]["w"]["doc_count"])
 
 
-def window_count(store: EmbeddedStore) -> int:
-    """Embedding windows of an embedded store (the same chunking gives the same windows)."""
-    db = sqlite3.connect(store.directory / DB_NAME)
-    try:
-        return int(db.execute("SELECT count(*) FROM windows").fetchone()[0])
-    finally:
-        db.close()
+def open_store(backend: str, tmp: Path):
+    if backend == "embedded":
+        return EmbeddedStore(tmp / "store")
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import corpus
 
+    from search.elastic import ElasticStore, connect
 
-def ingest_into(store, embedder: Embedder, windows: int | None = None) -> dict[str, float]:
-    cwd = os.getcwd()
-    os.chdir(corpus.REPO)
-    try:
-        summary = ingest([corpus.REPO / "examples" / "handbook"], store, embedder, progress=False)
-    finally:
-        os.chdir(cwd)
-    tokens = sum(c.tokens for c in store.iter_chunks())
-    if windows is None:
-        windows = window_count(store)
-    return rates(summary.chunks, tokens, windows, summary.seconds)
-
-
-def fresh_elastic(timeout_s: float = 120) -> ElasticStore:
-    return ElasticStore(connect(corpus.elastic_url(), timeout_s=timeout_s),
+    return ElasticStore(connect(corpus.elastic_url(), timeout_s=120),
                         alias=f"citebot-bench-ingest-{uuid.uuid4().hex[:8]}")
 
 
-def drop(store: ElasticStore) -> None:
-    found = store.es.indices.get(index=f"{store.alias}-v*", allow_no_indices=True)
-    for name in found:
+def drop(store) -> None:
+    if isinstance(store, EmbeddedStore):
+        return
+    for name in store.es.indices.get(index=f"{store.alias}-v*", allow_no_indices=True):
         store.es.indices.delete(index=name)
 
 
-def large_ingest(embedder: Embedder) -> dict[str, float]:
-    pages, _ = corpus.select_pages(embedder)
+def measure(path: Path, backend: str) -> dict[str, Any]:
+    embedder = Embedder()
+    embedder.encode_texts(["warm the model up: its first call pays one-off set-up"] * 8)
+    out: dict[str, Any] = {"path": str(path), "backend": backend, "load_before": _load()}
+    # The windows ingest will embed, cut beforehand the way it cuts them (checked below
+    # against what the store holds), so the raw runs can stand on both sides of the ingest.
+    docs, _ = load_collection([path])
+    chunks = [c for d in docs for c in chunk_document(d, doc_id_for(d.source), embedder.count_tokens)]
+    jobs = embedder.plan(chunks)
+    raw_before, raw_cpu_before = raw_encode(embedder, jobs)
     with tempfile.TemporaryDirectory() as tmp:
-        store = EmbeddedStore(Path(tmp) / "store")
-        summary = ingest(pages, store, embedder, progress=False, within=corpus.CACHE)
-        tokens = sum(c.tokens for c in store.iter_chunks())
-        return rates(summary.chunks, tokens, window_count(store), summary.seconds)
+        store = open_store(backend, Path(tmp))
+        try:
+            cpu = time.process_time()
+            summary = ingest([path], store, embedder, progress=False)
+            ingest_cpu = time.process_time() - cpu
+            windows = stored_windows(store)
+            stored_chunks = len(store.iter_chunks())
+        finally:
+            drop(store)
+    raw_after, raw_cpu_after = raw_encode(embedder, jobs)
+    if (len(jobs), len(chunks)) != (windows, stored_chunks):
+        raise SystemExit(f"the store holds {windows} windows of {stored_chunks} chunks, but cutting "
+                         f"the collection gave {len(jobs)} of {len(chunks)}")
+    doc_s = per_document(embedder, chunks, jobs)
+    raw_s = (raw_before + raw_after) / 2
+    out.update(
+        windows=windows, chunks=len(chunks), tokens=sum(len(j.ids) for j in jobs),
+        raw_windows_per_s=round(windows / raw_s, 2),
+        ingest_windows_per_s=round(windows / summary.seconds, 2),
+        ratio=round(raw_s / summary.seconds, 3),
+        raw_seconds=[round(raw_before, 2), round(raw_after, 2)],
+        ingest_seconds=round(summary.seconds, 2),
+        # CPU seconds of this process (all its threads): on a crowded machine the wall
+        # clock is mostly other people's work, the CPU time mostly ours.
+        cpu_ratio=round((raw_cpu_before + raw_cpu_after) / 2 / ingest_cpu, 3),
+        raw_cpu_seconds=[round(raw_cpu_before, 2), round(raw_cpu_after, 2)],
+        ingest_cpu_seconds=round(ingest_cpu, 2),
+        per_document_windows_per_s=round(windows / doc_s, 2),
+        stages_s={k: round(v, 2) for k, v in summary.stages.items()},
+        load_after=_load(),
+    )
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--large", action="store_true",
-                        help="also ingest the 10,000+ chunk corpus afresh (tens of minutes)")
+    parser.add_argument("path", nargs="?", type=Path, default=REPO / "examples" / "handbook")
+    parser.add_argument("--backend", choices=["embedded", "elasticsearch"], default="embedded")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    embedder = Embedder()
-    out: dict[str, Any] = {"raw_encode": raw_encode(embedder)}
-    with tempfile.TemporaryDirectory() as tmp:
-        embedded = EmbeddedStore(Path(tmp) / "store")
-        out["ingest_embedded"] = ingest_into(embedded, embedder)
-        es = fresh_elastic()
-        try:
-            out["ingest_elasticsearch"] = ingest_into(es, embedder, window_count(embedded))
-            tokens = out["ingest_embedded"]["tokens"]
-            again = EmbeddedStore(Path(tmp) / "again")
-            windows = window_count(embedded)
-            out["write_embedded"] = rates(embedded.chunk_count(), tokens, windows,
-                                          corpus.copy_into(embedded, again))
-            es2 = fresh_elastic()
-            try:
-                out["write_elasticsearch"] = rates(embedded.chunk_count(), tokens, windows,
-                                                   corpus.copy_into(embedded, es2))
-            finally:
-                drop(es2)
-        finally:
-            drop(es)
-    done = corpus.CACHE / "embedded.json"
-    if done.exists():
-        summary = json.loads(done.read_text())
-        big = EmbeddedStore(corpus.CACHE / "embedded")
-        tokens = sum(c.tokens for c in big.iter_chunks())
-        out["ingest_large_corpus_embedded"] = rates(summary["chunks"], tokens, window_count(big),
-                                                    summary["seconds"])
-    if args.large:
-        out["ingest_large_corpus_fresh"] = large_ingest(embedder)
-    raw = out["raw_encode"]
-    for key, value in out.items():
-        if key.startswith("ingest_"):
-            value["tokens_share_of_raw_encode"] = round(value["tokens_per_s"] / raw["tokens_per_s"], 3)
-            value["windows_share_of_raw_encode"] = round(
-                value["windows_per_s"] / raw["windows_per_s"], 3)
+    if not args.path.exists():
+        raise SystemExit(f"no such file or folder: {args.path}")
+    out = measure(args.path, args.backend)
     if args.json:
-        print(json.dumps(out, indent=1))
+        print(json.dumps(out))
         return
-    r = out["raw_encode"]
-    print(f"raw encode: {r['windows_per_s']} windows/s, {r['tokens_per_s']} tokens/s "
-          f"({r['windows']} windows of {r['tokens'] // r['windows']} tokens)")
-    for key, v in out.items():
-        if key == "raw_encode":
-            continue
-        share = (f"; of raw encode: {v['tokens_share_of_raw_encode']:.0%} of tokens/s, "
-                 f"{v['windows_share_of_raw_encode']:.0%} of windows/s"
-                 if "tokens_share_of_raw_encode" in v else "")
-        print(f"{key:29} {v['chunks']:>6} chunks in {v['seconds']:>7.1f} s: "
-              f"{v['chunks_per_s']:>8.2f} chunks/s, {v['tokens_per_s']:>9.1f} tokens/s, "
-              f"{v['windows_per_s']:>8.2f} windows/s{share}")
+    print(f"{out['path']} → {out['backend']}: {out['windows']} windows, {out['chunks']} chunks, "
+          f"{out['tokens']} tokens (load {out['load_before']} → {out['load_after']})")
+    print(f"  raw encode      {out['raw_windows_per_s']:8.2f} windows/s  (runs {out['raw_seconds']} s)")
+    print(f"  ingest          {out['ingest_windows_per_s']:8.2f} windows/s  ({out['ingest_seconds']} s)  "
+          f"ratio {out['ratio']:.3f}")
+    print(f"  CPU seconds     raw {out['raw_cpu_seconds']}, ingest {out['ingest_cpu_seconds']}: "
+          f"ratio {out['cpu_ratio']:.3f}")
+    print(f"  per-doc batches {out['per_document_windows_per_s']:8.2f} windows/s  (the model alone, "
+          "one call per document)")
+    print("  ingest stages   " + ", ".join(f"{k} {v} s" for k, v in out["stages_s"].items()))
 
 
 if __name__ == "__main__":

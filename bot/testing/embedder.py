@@ -1,7 +1,7 @@
 """A small deterministic embedder for tests that do not measure retrieval.
 
-It has the Embedder's surface (stamp, count_tokens, embed_chunks, encode_texts,
-encode_query) but no model: a text's vector is its content words hashed into DIMS
+It has the Embedder's surface (stamp, count_tokens, plan, encode_jobs, embed_chunks,
+encode_texts, encode_query) but no model: a text's vector is its content words hashed into DIMS
 buckets (feature hashing), normalised. Texts sharing words are close, which is all a test
 of the Slack adapter or the turn pipeline needs; loading MiniLM takes seconds and a few
 hundred MB per test process. Its stamp is its own, so a store built with it refuses the
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ingest.embedder import WindowJob, WindowSpan
 from search.text import content_words
 from search.types import Chunk, ModelStamp, Window
 
@@ -57,9 +58,19 @@ class HashingEmbedder:
     def encode_query(self, text: str) -> np.ndarray:
         return self._vector(text)
 
+    def plan(self, chunks: Sequence[Chunk]) -> list[WindowJob]:
+        """The windows of embed_chunks, not yet embedded (the text stands in for token ids)."""
+        return self._windows(chunks)
+
+    def encode_jobs(self, jobs: Sequence[WindowJob]) -> list[Window]:
+        return [Window(j.chunk_id, j.index, j.span.start, j.span.end, self._vector(j.text)) for j in jobs]
+
     def embed_chunks(self, chunks: Sequence[Chunk]) -> list[Window]:
         """One window per WINDOW_TOKENS tokens of each chunk, spans covering its text."""
-        out: list[Window] = []
+        return self.encode_jobs(self._windows(chunks))
+
+    def _windows(self, chunks: Sequence[Chunk]) -> list[WindowJob]:
+        out: list[WindowJob] = []
         for chunk in chunks:
             tokens = list(_TOKEN.finditer(chunk.text))
             starts = list(range(0, max(len(tokens), 1), self.max_tokens))
@@ -71,5 +82,5 @@ class HashingEmbedder:
                     end = len(chunk.text)
                 if i == 0:
                     start = 0
-                out.append(Window(chunk.chunk_id, i, start, end, self._vector(chunk.text[start:end])))
+                out.append(WindowJob(chunk.chunk_id, i, WindowSpan(start, end), (), chunk.text[start:end]))
         return out

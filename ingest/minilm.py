@@ -1,0 +1,142 @@
+"""The embedding model's forward pass in plain torch: a BERT encoder, mean pooling, unit length.
+
+all-MiniLM-L6-v2 is a 6-layer BERT (width 384, 12 heads); sentence-transformers runs it
+as transformers' BertModel → mean pooling over the real tokens → L2 normalisation. This
+module does the same arithmetic on the same weights (model.safetensors) with torch's own
+functions, so a command that embeds a question imports neither sentence-transformers nor
+transformers. Measured with `python -X importtime` on a quiet 2-core machine (load 0.4):
+`import sentence_transformers` 4.1 s, `from transformers import BertModel` 3.4 s,
+`import torch` 1.1 s, `import tokenizers` 0.03 s. tests/test_embedder.py checks the
+vectors against sentence-transformers on the windows of the sample handbook.
+
+A model folder this forward pass does not reproduce (another architecture or pooling: see
+`unsupported`) is run by sentence-transformers itself, which stays the reference.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+# The sentence-transformers modules this forward pass reproduces, in order (Normalize is
+# optional: vectors are always unit length here, as citebot always asked for).
+SUPPORTED_MODULES = ["sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",
+                     "sentence_transformers.models.Normalize"]
+
+
+def unsupported(model_dir: Path) -> str | None:
+    """Why this forward pass would not give the model folder's vectors (None when it does):
+    it is a BERT with absolute positions and GELU, followed by mean pooling only. Any other
+    model (another architecture, CLS or max pooling, a Dense layer) goes through
+    sentence-transformers itself (SentenceTransformersModel)."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text())
+        modules = json.loads((model_dir / "modules.json").read_text())
+        pooling_path = next((m["path"] for m in modules if m.get("type", "").endswith(".Pooling")), None)
+        pooling = json.loads((model_dir / pooling_path / "config.json").read_text()) if pooling_path else {}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"cannot read its configuration ({exc})"
+    if (config.get("model_type") != "bert" or config.get("hidden_act") != "gelu"
+            or config.get("position_embedding_type", "absolute") != "absolute"):
+        return "not a BERT model with absolute positions and GELU"
+    types = [m.get("type") for m in modules]
+    if types not in (SUPPORTED_MODULES, SUPPORTED_MODULES[:2]):
+        return f"modules {types} are not Transformer, Pooling[, Normalize]"
+    modes = {k for k, v in pooling.items() if k.startswith("pooling_mode") and v}
+    if modes != {"pooling_mode_mean_tokens"}:
+        return f"pooling {sorted(modes)} is not mean pooling"
+    if not (model_dir / "model.safetensors").exists():
+        return "no model.safetensors"
+    return None
+
+
+class SentenceTransformersModel:
+    """The same interface over sentence-transformers, for a model folder the forward pass
+    below does not reproduce (`unsupported`): slower to import (4 s), any model it loads."""
+
+    def __init__(self, model_dir: Path) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.st = SentenceTransformer(str(model_dir), device="cpu")
+        dims = self.st.get_embedding_dimension() if hasattr(self.st, "get_embedding_dimension") \
+            else self.st.get_sentence_embedding_dimension()
+        self.width = int(dims)
+
+    @torch.inference_mode()
+    def encode(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """Unit vectors for token-id sequences, through the model's own modules."""
+        length = max(len(s) for s in ids)
+        tokens = torch.zeros((len(ids), length), dtype=torch.long)
+        mask = torch.zeros((len(ids), length), dtype=torch.long)
+        for i, s in enumerate(ids):
+            tokens[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+            mask[i, : len(s)] = 1
+        out = self.st({"input_ids": tokens, "attention_mask": mask})["sentence_embedding"]
+        return F.normalize(out, p=2, dim=1).numpy().astype(np.float32, copy=False)
+
+
+class MiniLM:
+    """A BERT encoder with mean pooling, read from a sentence-transformers model folder
+    (one that `unsupported` accepts)."""
+
+    def __init__(self, model_dir: Path) -> None:
+        from safetensors.torch import load_file
+
+        config = json.loads((model_dir / "config.json").read_text())
+        if (config.get("model_type") != "bert" or config.get("hidden_act") != "gelu"
+                or config.get("position_embedding_type", "absolute") != "absolute"):
+            raise ValueError(f"{model_dir}: not a BERT model with absolute positions and GELU")
+        self.heads = int(config["num_attention_heads"])
+        self.width = int(config["hidden_size"])
+        self.eps = float(config["layer_norm_eps"])
+        w = {k.removeprefix("bert."): v for k, v in load_file(str(model_dir / "model.safetensors")).items()}
+        self.word = w["embeddings.word_embeddings.weight"]
+        self.position = w["embeddings.position_embeddings.weight"]
+        self.token_type = w["embeddings.token_type_embeddings.weight"][0]
+        self.emb_norm = (w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
+        self.layers = []
+        for i in range(int(config["num_hidden_layers"])):
+            p = f"encoder.layer.{i}."
+            # Query, key and value as one matrix: one matmul instead of three.
+            qkv_w = torch.cat([w[p + f"attention.self.{n}.weight"] for n in ("query", "key", "value")])
+            qkv_b = torch.cat([w[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")])
+            self.layers.append((
+                qkv_w, qkv_b,
+                w[p + "attention.output.dense.weight"], w[p + "attention.output.dense.bias"],
+                w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"],
+                w[p + "intermediate.dense.weight"], w[p + "intermediate.dense.bias"],
+                w[p + "output.dense.weight"], w[p + "output.dense.bias"],
+                w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"],
+            ))
+
+    @torch.inference_mode()
+    def encode(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """Unit vectors, one per token-id sequence ([CLS] and [SEP] included), padded here
+        to the longest of the call (so callers batch sequences of similar length)."""
+        n = len(ids)
+        length = max(len(s) for s in ids)
+        tokens = torch.zeros((n, length), dtype=torch.long)
+        mask = torch.zeros((n, length), dtype=torch.bool)
+        for i, s in enumerate(ids):
+            tokens[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+            mask[i, : len(s)] = True
+        x = self.word[tokens] + self.position[:length] + self.token_type
+        x = F.layer_norm(x, (self.width,), *self.emb_norm, self.eps)
+        head = self.width // self.heads
+        attend = mask[:, None, None, :]  # padding is never attended to
+        for (qkv_w, qkv_b, o_w, o_b, n1_w, n1_b, i_w, i_b, out_w, out_b, n2_w, n2_b) in self.layers:
+            qkv = F.linear(x, qkv_w, qkv_b).view(n, length, 3, self.heads, head).permute(2, 0, 3, 1, 4)
+            context = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], attn_mask=attend)
+            context = context.transpose(1, 2).reshape(n, length, self.width)
+            x = F.layer_norm(F.linear(context, o_w, o_b) + x, (self.width,), n1_w, n1_b, self.eps)
+            inner = F.gelu(F.linear(x, i_w, i_b))
+            x = F.layer_norm(F.linear(inner, out_w, out_b) + x, (self.width,), n2_w, n2_b, self.eps)
+        m = mask.unsqueeze(-1).to(x.dtype)
+        pooled = (x * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)
+        return F.normalize(pooled, p=2, dim=1).numpy().astype(np.float32, copy=False)

@@ -1,0 +1,49 @@
+"""Commands that need no model never import torch, transformers or sentence-transformers.
+
+Checked in a fresh process through sys.modules at exit, not by timing (timings are for
+benchmarks/cli_start.py): importing torch is a second on a quiet machine, and
+sentence-transformers four.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+HEAVY = ("torch", "transformers", "sentence_transformers")
+
+_RUN = (
+    "import atexit, json, sys\n"
+    f"atexit.register(lambda: print('HEAVY ' + json.dumps([m for m in {HEAVY!r} if m in sys.modules]),"
+    " file=sys.stderr))\n"
+    "from bot.cli import main\n"
+    "sys.argv = ['citebot', *json.loads(sys.argv[1])]\n"
+    "main()\n"
+)
+
+
+def heavy_modules(args: list[str], store: Path) -> list[str]:
+    env = dict(os.environ, CITEBOT_STORE=str(store))
+    for name in ("CITEBOT_ES_URL", "REDIS_URL", "ANTHROPIC_API_KEY"):
+        env.pop(name, None)
+    out = subprocess.run([sys.executable, "-c", _RUN, json.dumps(args)], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=600, check=False)
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("HEAVY ")]
+    return json.loads(line.removeprefix("HEAVY "))
+
+
+@pytest.mark.parametrize("args", [["--help"], ["chunks"], ["chunks", "--json"],
+                                  ["turns", "show", "t-000000000000"], ["ingest", "--help"]])
+def test_commands_without_a_model_import_no_model_library(args, small_store):
+    assert heavy_modules(args, small_store.directory) == []
+
+
+@pytest.mark.slow
+def test_search_loads_torch_but_neither_transformers_library(examples_store):
+    assert heavy_modules(["search", "who picks the tasks for each robot"], examples_store.directory) == ["torch"]
