@@ -27,6 +27,7 @@ import anthropic
 import structlog
 
 from bot.answer.checks import ClaimCheck, ClaimReport, cited_sentences
+from bot.answer import deadline
 from bot.answer.compose import Composer, Composition
 from bot.answer.condense import condense as heuristic_condense
 from bot.answer.passages import Passage
@@ -107,6 +108,16 @@ def reply_text(message: Any) -> str:
     if not text.strip():
         raise ComposeError("the model's reply was malformed: its text was empty")
     return text
+
+
+def _readable(exchange: Exchange, errors: list[str]) -> str:
+    """reply_text, its failure recorded as the attempt's error like any other (turn log)."""
+    try:
+        return reply_text(exchange.message)
+    except ComposeError as exc:
+        errors.append(f"attempt {exchange.attempts}: {exc}")
+        log.warning("anthropic_call_failed", purpose="answer", attempt=exchange.attempts, error=str(exc))
+        raise
 
 
 def retry_after_s(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
@@ -224,7 +235,8 @@ class Messages:
 
 
 def build_client(settings: Settings) -> anthropic.Anthropic:
-    """The SDK client, its own retries off (ours run within the budget)."""
+    """The SDK client, its own retries off (ours run within the budget); each attempt's
+    timeout bounds its whole response, not each read (bot.answer.deadline)."""
     if settings.anthropic_api_key is None:
         raise ConfigError("the Claude composer needs ANTHROPIC_API_KEY (unset it for extractive answers)")
     return anthropic.Anthropic(
@@ -232,6 +244,7 @@ def build_client(settings: Settings) -> anthropic.Anthropic:
         base_url=settings.anthropic_base_url or None,
         timeout=settings.anthropic_timeout_s,
         max_retries=0,
+        http_client=deadline.http_client(),
     )
 
 
@@ -311,7 +324,7 @@ class ClaudeComposer:
         try:
             exchange = self.messages.create(prompt, self.max_tokens, errors, purpose="answer")
             usage = exchange.usage
-            text = reply_text(exchange.message)
+            text = _readable(exchange, errors)
         except ComposeError as exc:
             model_ms = round((self.messages.clock() - started) * 1000, 2)
             return self._fallback(str(exc), question, passages, definitions, aliases,

@@ -6,6 +6,12 @@ of the request, so a scripted "model" can read the passages it was given), route
 answer matching requests without consuming the queue, and an optional standing reply
 for when the queue is empty. Every request is recorded with its arrival time.
 
+Transport faults (benchmarks/faults.py and tests/test_faults_anthropic.py): a reply may
+also reset the connection instead of answering (`reset()`), send its headers and then
+its body a byte at a time (`drip()`: every read returns within the client's timeout, so
+only a deadline on the whole attempt ends it), send half its body and close (`truncated()`),
+or never answer at all (`stall()`).
+
 Nothing here patches the SDK: the client is pointed at `standin.base_url`.
 """
 
@@ -14,6 +20,8 @@ from __future__ import annotations
 import html
 import json
 import re
+import socket
+import struct
 import threading
 import time
 import uuid
@@ -27,14 +35,24 @@ from typing import Any
 MESSAGES_PATH = "/v1/messages"
 
 
+# What a Reply does to the connection instead of answering plainly.
+RESET = "reset"  # close with TCP RST (SO_LINGER 0) before any byte of the answer
+DRIP = "drip"  # headers at once, then the body one byte every `drip_s`
+TRUNCATE = "truncate"  # headers with the full content-length, half the body, then close
+STALL = "stall"  # read the request, answer nothing until the stand-in stops
+
+
 @dataclass(frozen=True)
 class Reply:
-    """One scripted HTTP answer: status, JSON body (or raw text), headers, delay before it."""
+    """One scripted HTTP answer: status, JSON body (or raw text), headers, delay before it,
+    and optionally a transport fault (RESET, DRIP, TRUNCATE, STALL) instead of a plain answer."""
 
     status: int = 200
     body: dict[str, Any] | str = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    fault: str | None = None
+    drip_s: float = 0.2
 
 
 @dataclass(frozen=True)
@@ -102,6 +120,26 @@ def error(status: int, kind: str, text: str, headers: dict[str, str] | None = No
     """An error response shaped like the API's: {"type":"error","error":{type,message}}."""
     return Reply(status, {"type": "error", "error": {"type": kind, "message": text}},
                  headers or {}, delay_s)
+
+
+def reset() -> Reply:
+    """The connection is reset (RST) after the request is read: "connection reset by peer"."""
+    return Reply(fault=RESET)
+
+
+def drip(reply: Reply, every_s: float = 0.2) -> Reply:
+    """`reply`, its body sent one byte every `every_s` after the headers."""
+    return Reply(reply.status, reply.body, reply.headers, reply.delay_s, DRIP, every_s)
+
+
+def truncated(reply: Reply) -> Reply:
+    """`reply` cut off halfway through its body (the connection then closes)."""
+    return Reply(reply.status, reply.body, reply.headers, reply.delay_s, TRUNCATE)
+
+
+def stall() -> Reply:
+    """No answer at all: the request is read and the connection left open and silent."""
+    return Reply(fault=STALL)
 
 
 class AnthropicStandIn:
@@ -185,6 +223,13 @@ class AnthropicStandIn:
                     reply = standin._next(request)
                 if reply.delay_s and standin._stopping.wait(reply.delay_s):
                     return  # shutting down: drop the reply
+                if reply.fault == RESET:
+                    self._reset()
+                    return
+                if reply.fault == STALL:
+                    standin._stopping.wait()
+                    self.close_connection = True
+                    return
                 payload = (reply.body if isinstance(reply.body, str)
                            else json.dumps(reply.body)).encode("utf-8")
                 try:
@@ -195,9 +240,27 @@ class AnthropicStandIn:
                     for k, v in reply.headers.items():
                         self.send_header(k, v)
                     self.end_headers()
-                    self.wfile.write(payload)
+                    if reply.fault == TRUNCATE:
+                        self.wfile.write(payload[: len(payload) // 2])
+                        self.wfile.flush()
+                        self.close_connection = True
+                    elif reply.fault == DRIP:
+                        self.wfile.flush()
+                        for i in range(len(payload)):
+                            if standin._stopping.wait(reply.drip_s):
+                                break
+                            self.wfile.write(payload[i:i + 1])
+                            self.wfile.flush()
+                    else:
+                        self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (its timeout): nothing to answer
+                    self.close_connection = True  # the client gave up (its timeout)
+
+            def _reset(self) -> None:
+                """Close with RST: SO_LINGER on with a zero timeout drops the connection."""
+                self.close_connection = True
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = True
