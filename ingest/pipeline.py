@@ -34,7 +34,7 @@ import time
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -356,7 +356,28 @@ def ingest(
     progress: bool | None = None,
     within: Path | None = None,
 ) -> IngestSummary:
-    """Ingest files and folders into the store; see the module docstring (and `discover` for `within`)."""
+    """Ingest files and folders into the store; see the module docstring (and `discover` for `within`).
+    One run at a time per embedded store: a second is refused (IngestLockedError)."""
+    with ingest_lock(store):
+        return _ingest(paths, store, embedder, chunking=chunking, progress=progress, within=within)
+
+
+def ingest_lock(store: Store):
+    """The store's ingest lock (the embedded store's fcntl lock: one ingest at a time);
+    a store whose ingest builds a new index and moves an alias needs none."""
+    lock = getattr(store, "ingest_lock", None)
+    return lock() if lock is not None else nullcontext()
+
+
+def _ingest(
+    paths: Iterable[Path],
+    store: Store,
+    embedder: Embedder,
+    *,
+    chunking: ChunkingConfig | None,
+    progress: bool | None,
+    within: Path | None,
+) -> IngestSummary:
     from tqdm import tqdm
 
     started = time.perf_counter()
