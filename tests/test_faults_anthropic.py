@@ -12,7 +12,7 @@ How long each fault's turn takes against the budget is measured by benchmarks/fa
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -24,12 +24,9 @@ from bot.testing.anthropic_standin import (
     AnthropicStandIn,
     Reply,
     drip,
-    error,
+    fault_catalogue,
     message,
-    reset,
     running,
-    stall,
-    truncated,
 )
 from bot.wiring import Components
 
@@ -48,26 +45,7 @@ def good() -> Reply:
     return message("A Release Train departs every two weeks [1].")
 
 
-# fault id -> (what the stand-in answers, every time; what the fallback label must say)
-FAULTS: dict[str, tuple[Callable[[], Reply], str]] = {
-    "429-retry-after": (lambda: error(429, "rate_limit_error", "slow down", headers={"retry-after": "0.3"}),
-                        "HTTP 429 rate_limit_error: slow down; gave up after"),
-    "429-retry-after-past-budget": (
-        lambda: error(429, "rate_limit_error", "slow down", headers={"retry-after": "30"}),
-        "retry-after 30 s exceeds the 2 s budget"),
-    "500": (lambda: error(500, "api_error", "internal"), "HTTP 500 api_error: internal; gave up after"),
-    "529-overloaded": (lambda: error(529, "overloaded_error", "Overloaded"),
-                       "HTTP 529 overloaded_error: Overloaded; gave up after"),
-    "connection-reset": (reset, "connection failed"),
-    "read-timeout-silent": (stall, "timed out after"),
-    "read-timeout-drip": (lambda: drip(good(), every_s=0.2), "timed out after"),
-    "body-cut-off": (lambda: truncated(good()), "connection failed"),
-    "body-not-json": (lambda: Reply(200, '{"id": "msg_1", "type": "mess'), "the model's reply was malformed"),
-    "body-wrong-shape": (lambda: Reply(200, {"type": "message", "content": "not a list of blocks"}),
-                         "the model's reply was malformed"),
-    "body-text-block-without-text": (lambda: Reply(200, {"type": "message", "content": [{"type": "text"}]}),
-                                     "the model's reply was malformed"),
-}
+FAULTS = fault_catalogue(BUDGET_S)
 
 
 @pytest.fixture()

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import socket
+import tempfile
 import time
 from pathlib import Path
 

@@ -26,8 +26,8 @@ from typing import Any
 import anthropic
 import structlog
 
-from bot.answer.checks import ClaimCheck, ClaimReport, cited_sentences
 from bot.answer import deadline
+from bot.answer.checks import ClaimCheck, ClaimReport, cited_sentences
 from bot.answer.compose import Composer, Composition
 from bot.answer.condense import condense as heuristic_condense
 from bot.answer.passages import Passage

@@ -142,6 +142,31 @@ def stall() -> Reply:
     return Reply(fault=STALL)
 
 
+def fault_catalogue(budget_s: float) -> dict[str, tuple[Callable[[], Reply], str]]:
+    """The faults of issue 12 part 3, by id: (what the stand-in answers every time, what the
+    fallback label of a turn with this budget must say). Tests and benchmarks/faults.py."""
+    good = message("A Release Train departs every two weeks [1].")
+    return {
+        "429-retry-after": (lambda: error(429, "rate_limit_error", "slow down", headers={"retry-after": "0.3"}),
+                            "HTTP 429 rate_limit_error: slow down; gave up after"),
+        "429-retry-after-past-budget": (
+            lambda: error(429, "rate_limit_error", "slow down", headers={"retry-after": "30"}),
+            f"retry-after 30 s exceeds the {budget_s:g} s budget"),
+        "500": (lambda: error(500, "api_error", "internal"), "HTTP 500 api_error: internal; gave up after"),
+        "529-overloaded": (lambda: error(529, "overloaded_error", "Overloaded"),
+                           "HTTP 529 overloaded_error: Overloaded; gave up after"),
+        "connection-reset": (reset, "connection failed"),
+        "read-timeout-silent": (stall, "timed out after"),
+        "read-timeout-drip": (lambda: drip(good, every_s=0.2), "timed out after"),
+        "body-cut-off": (lambda: truncated(good), "connection failed"),
+        "body-not-json": (lambda: Reply(200, '{"id": "msg_1", "type": "mess'), "the model's reply was malformed"),
+        "body-wrong-shape": (lambda: Reply(200, {"type": "message", "content": "not a list of blocks"}),
+                             "the model's reply was malformed"),
+        "body-text-block-without-text": (lambda: Reply(200, {"type": "message", "content": [{"type": "text"}]}),
+                                         "the model's reply was malformed"),
+    }
+
+
 class AnthropicStandIn:
     """The scripted server. Use `running()` to start it on a free port and stop it after."""
 

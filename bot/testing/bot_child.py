@@ -29,7 +29,6 @@ from bot.testing.embedder import HashingEmbedder
 from bot.testing.slack_standin import BOT_TOKEN, SIGNING_SECRET
 from bot.wiring import Components, build_bot
 
-
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -38,7 +37,7 @@ class BotProcess:
 
     def __init__(self, log_path: Path, *args: str) -> None:
         self.log_path = Path(log_path)
-        self._log = open(self.log_path, "ab")
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed by stop()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen([sys.executable, "-m", "bot.testing.bot_child", *args], cwd=REPO,
                                      stdout=subprocess.PIPE, stderr=self._log, env=env, text=True)

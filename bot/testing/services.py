@@ -78,7 +78,7 @@ class PrivateRedis:
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", str(self.folder)],
-            stdout=open(self.folder / "redis.log", "ab"), stderr=subprocess.STDOUT)
+            stdout=open(self.folder / "redis.log", "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115 - the server's, for its life
         _wait(self.ping, START_TIMEOUT_S, f"redis did not answer on port {self.port}")
         return self
 
@@ -100,7 +100,7 @@ def _java_home() -> str:
         java = Path(d) / "bin" / "java"
         if not java.exists():
             continue
-        out = subprocess.run([str(java), "-version"], capture_output=True, text=True).stderr
+        out = subprocess.run([str(java), "-version"], capture_output=True, text=True, check=False).stderr
         try:
             major = int(out.split('version "')[1].split(".")[0].split('"')[0])
         except (IndexError, ValueError):
@@ -156,7 +156,7 @@ class PrivateElasticsearch:
 
     def start(self) -> PrivateElasticsearch:
         home = _es_home()
-        if subprocess.run(["id", ES_USER], capture_output=True).returncode != 0:
+        if subprocess.run(["id", ES_USER], capture_output=True, check=False).returncode != 0:
             raise RuntimeError(f"no {ES_USER} user: run `scripts/services start` once (it creates it)")
         self._prepare(home)
         pidfile = self.folder / "es.pid"
@@ -170,7 +170,8 @@ class PrivateElasticsearch:
              f"-Etransport.port={self.port + 50}", "-Expack.security.enabled=false",
              f"-Epath.data={self.folder / 'data'}", f"-Epath.logs={self.folder / 'logs'}",
              "-Ecluster.routing.allocation.disk.threshold_enabled=false"],
-            check=True, stdout=open(self.folder / "stdout.log", "ab"), stderr=subprocess.STDOUT)
+            check=True, stdout=open(self.folder / "stdout.log", "ab"),  # noqa: SIM115 - the node's
+            stderr=subprocess.STDOUT)
         _wait(lambda: pidfile.exists() and pidfile.read_text().strip(), START_TIMEOUT_S,
               "Elasticsearch wrote no pid file")
         self.pid = int(pidfile.read_text().strip())
