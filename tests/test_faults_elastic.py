@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ from bot.testing.bot_child import BotProcess
 from bot.testing.embedder import HashingEmbedder
 from bot.testing.es_faults import KILL_POINTS, delete_alias_indices, kill_during_ingest
 from bot.testing.es_proxy import ElasticProxy
-from bot.testing.services import PrivateElasticsearch
+from bot.testing.services import PrivateElasticsearch, free_port_pair
 from bot.testing.slack_standin import BOT_USER_ID, SlackSender, SlackStandIn
 from ingest.pipeline import ingest
 from search.elastic import ElasticStore, connect
@@ -34,21 +33,6 @@ from tests.conftest import HANDBOOK
 
 pytestmark = pytest.mark.elasticsearch
 WAIT_S = 180  # hang guard (a node restart took 6-35 s on the loaded CI machine)
-
-
-def free_port_pair() -> int:
-    """A port p with p + 50 free too (the node's HTTP and transport ports)."""
-    for _ in range(50):
-        with socket.socket() as a, socket.socket() as b:
-            a.bind(("127.0.0.1", 0))
-            p = a.getsockname()[1]
-            try:
-                b.bind(("127.0.0.1", p + 50))
-            except OSError:
-                continue
-            if p + 50 < 65536:
-                return p
-    raise RuntimeError("no free port pair")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import shutil
-import socket
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -20,19 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.testing.bot_child import BotProcess
-from bot.testing.services import PrivateRedis
+from bot.testing.services import PrivateRedis, free_port
 from bot.testing.slack_standin import BOT_USER_ID, SlackSender, SlackStandIn
 
 QUESTIONS = ["How often does the Release Train leave?", "What is the per diem for travel?",
              "Who approves a hotfix?", "How long is the soak?", "What is the on-call rota?",
              "How do I report an incident?", "What is the Klaxon?", "Where is the annex?"]
 WAIT_S = 120  # a hang guard for the replies and the resync, never a timing
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

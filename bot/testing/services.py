@@ -18,6 +18,7 @@ import glob
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -27,6 +28,29 @@ ES_VERSION = os.environ.get("CITEBOT_ES_VERSION", "9.2.4")
 ES_USER = "citebot-es"
 # A start on the 2-core machine under load took 6-25 s; this is a hang guard.
 START_TIMEOUT_S = 180
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the service then binds it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_port_pair(gap: int = 50) -> int:
+    """A port p with p + gap free too (an Elasticsearch node's HTTP and transport ports)."""
+    for _ in range(50):
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            p = a.getsockname()[1]
+            if p + gap >= 65536:
+                continue
+            try:
+                b.bind(("127.0.0.1", p + gap))
+            except OSError:
+                continue
+            return p
+    raise RuntimeError("no free pair of ports")
 
 
 def _wait(check, timeout_s: float, what: str) -> None:
