@@ -272,8 +272,9 @@ def render_turn(record: TurnRecord, *, ephemeral: bool = False, shared_by: str |
                     text="Not helpful", value=feedback_value("not_helpful", record.turn_id),
                     accessibility_label="This answer did not help"))]))
 
-    fallback = (escape(truncate(record.answer, FALLBACK_TEXT_MAX - 40))
-                + f" (turn {escape(record.turn_id)})")
+    fallback = escape(truncate(record.answer, FALLBACK_TEXT_MAX - 40))
+    if record.turn_id not in fallback:  # a failure's text names its turn already
+        fallback += f" (turn {escape(record.turn_id)})"
     return _pack(head, trailer, [fallback])
 
 
@@ -289,7 +290,9 @@ def render_notice(text: str, turn_id: str | None = None) -> SlackMessage:
     blocks: list[Block] = list(_sections(text))
     if turn_id:
         blocks.append(_context(f"turn `{escape(turn_id)}`"))
-    plain = truncate(text, FALLBACK_TEXT_MAX) + (f" (turn {turn_id})" if turn_id else "")
+    plain = truncate(text, FALLBACK_TEXT_MAX)
+    if turn_id and turn_id not in plain:  # a failure's text names its turn already
+        plain += f" (turn {turn_id})"
     return SlackMessage(text=plain, blocks=tuple(blocks))
 
 
