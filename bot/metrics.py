@@ -4,7 +4,7 @@
 Each metric is moved at one place: turns, stages and failed checks when a turn is logged
 (bot.answer.turn.log_turn), backend errors where each backend's errors are translated
 (Redis: bot.memory.redis; Slack: bot.slack.delivery; search and Anthropic: the turn),
-dedupe hits and rate-limited requests in the Slack adapter.
+dedupe hits, rate-limited requests and Home tab failures in the Slack adapter.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ OUTCOMES = ("answered", "refused_gate", "refused_model", "error")
 STAGES = ("retrieve", "compose", "checks", "total")
 CHECK_KINDS = ("quote", "citation", "claim")
 BACKENDS = ("search", "redis", "anthropic", "slack")
+HOME_PARTS = ("coverage", "turns", "publish")  # what the Home tab could not show or send
 
 TURNS = Counter("citebot_turns", "Turns by outcome.", ["outcome"], registry=REGISTRY)
 # Seconds; buckets from a cached extractive turn (~20 ms) to a model turn at its budget (60 s).
@@ -31,6 +32,8 @@ BACKEND_ERRORS = Counter("citebot_backend_errors", "Errors from a backend.", ["b
 DEDUPE_HITS = Counter("citebot_dedupe_hits", "Deliveries dropped as duplicates.", registry=REGISTRY)
 RATE_LIMITED = Counter("citebot_rate_limited", "Questions refused by the rate limit.",
                        registry=REGISTRY)
+HOME_FAILURES = Counter("citebot_home_failures", "Home tab parts that failed, by part.", ["part"],
+                        registry=REGISTRY)
 
 for _o in OUTCOMES:  # every series exists from the start, at zero
     TURNS.labels(_o)
@@ -40,6 +43,8 @@ for _k in CHECK_KINDS:
     FAILED_CHECKS.labels(_k)
 for _b in BACKENDS:
     BACKEND_ERRORS.labels(_b)
+for _p in HOME_PARTS:
+    HOME_FAILURES.labels(_p)
 
 
 def exposition() -> tuple[bytes, str]:

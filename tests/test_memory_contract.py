@@ -18,7 +18,7 @@ from bot.memory.state import HISTORY_TURNS, InProcessState, PriorTurn, RedisStat
 from bot.memory.turnlog import RedisTurnLog
 from bot.slack.dedupe import InProcessDeduper, RedisDeduper
 from bot.slack.ratelimit import InProcessRateLimiter, RedisRateLimiter
-from bot.slack.recent import InProcessRecentTurns, RedisRecentTurns
+from bot.slack.recent import RECENT_TURNS_KEPT, InProcessRecentTurns, RedisRecentTurns
 from search.embedded import EmbeddedStore
 from search.errors import StoreError
 from tests.conftest import real_redis_url
@@ -111,6 +111,27 @@ def test_the_last_turn_of_each_user_is_remembered(backend, request):
     assert (recent.last("UALICE"), recent.last("UBOB")) == ("t-2", "t-3")
 
 
+@pytest.mark.redis
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_users_latest_turns_are_listed_newest_first_and_bounded(backend, request):
+    recent = make("recent", backend, request)
+    assert recent.recent("UALICE", 5) == []
+    for n in range(RECENT_TURNS_KEPT + 3):
+        recent.remember("UALICE", f"t-{n}")
+    recent.remember("UBOB", "t-bob")
+    newest = [f"t-{n}" for n in range(RECENT_TURNS_KEPT + 2, -1, -1)]
+    assert recent.recent("UALICE", 3) == newest[:3]
+    assert recent.recent("UALICE", 100) == newest[:RECENT_TURNS_KEPT]  # older ones are dropped
+    assert recent.recent("UBOB", 5) == ["t-bob"] and recent.recent("UCAROL", 5) == []
+    assert recent.last("UALICE") == newest[0]
+
+
+@pytest.mark.redis
+def test_a_last_turn_remembered_before_the_list_existed_is_still_listed(client, redis_prefix):
+    client.set(f"{redis_prefix}last:UALICE", b"t-old")  # what an older citebot wrote
+    assert RedisRecentTurns(client, redis_prefix).recent("UALICE", 5) == ["t-old"]
+
+
 # -- conversation state ---------------------------------------------------------------------
 @pytest.mark.redis
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -164,12 +185,13 @@ def test_redis_keys_are_prefixed_and_expire(client, redis_prefix):
     lambda c: RedisRateLimiter(c, 2).check("U1"),
     lambda c: RedisRecentTurns(c).remember("U1", "t-1"),
     lambda c: RedisRecentTurns(c).last("U1"),
+    lambda c: RedisRecentTurns(c).recent("U1", 5),
     lambda c: RedisState(c).history("C1:1.0"),
     lambda c: RedisState(c).append("C1:1.0", PriorTurn("t-1", "q", "q", "a")),
     lambda c: RedisTurnLog(c).put_turn("t-1", "2025-01-01T00:00:00+00:00", {}),
     lambda c: RedisTurnLog(c).get_turn("t-1"),
     lambda c: RedisTurnLog(c).add_feedback("t-1", "2025-01-01T00:00:00+00:00", None, "helpful"),
-], ids=["dedupe", "rate", "remember", "last", "history", "append", "put_turn", "get_turn", "feedback"])
+], ids=["dedupe", "rate", "remember", "last", "recent", "history", "append", "put_turn", "get_turn", "feedback"])
 def test_a_redis_that_is_down_is_a_store_error_naming_the_fix(call, down):
     with pytest.raises(StoreError, match=r"in Redis .*check REDIS_URL"):
         call(down)

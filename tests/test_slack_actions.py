@@ -11,6 +11,7 @@ from bot.slack.render import (
     ACTION_SHARE,
     ACTION_WHY,
 )
+from tests.conftest import real_redis_url
 from tests.slack_harness import (
     CHANNEL,
     QUESTION,
@@ -106,3 +107,47 @@ def test_a_share_that_slack_refuses_is_said_not_lost(standin, start_bot, small_s
     (note,) = standin.calls("chat.postEphemeral")
     assert note.params["user"] == USER and note.params["channel"] == CHANNEL
     assert "was not shared" in note.params["text"] and turn_id in note.params["text"]
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+def test_native_votes_land_in_the_shared_turn_log_one_per_person_on_any_replica(
+        standin, start_bot, small_store, redis_prefix):
+    """Two replicas on one Redis: a person's second click changes their vote wherever it
+    lands, a repeat is not recorded, an unknown value is ignored, and nothing is posted."""
+    a = start_bot(small_store, redis_url=real_redis_url(), redis_prefix=redis_prefix)
+    b = start_bot(small_store, redis_url=real_redis_url(), redis_prefix=redis_prefix)
+    event = mention(standin, QUESTION)
+    a.sender.event(event)
+    a.drain()
+    message, turn_id = one_answer(standin, event)
+    votes = feedback_buttons(message["blocks"])
+    clicks = [(a, "UBOB", votes["helpful"]), (b, "UBOB", votes["helpful"]),  # a repeat, elsewhere
+              (b, "UCAROL", votes["helpful"]), (a, "UBOB", votes["not_helpful"]),  # Bob changes
+              (b, "UCAROL", f"maybe:{turn_id}")]  # not a vote of ours
+    for h, who, value in clicks:
+        assert h.sender.action(ACTION_FEEDBACK, value, user=who, channel=CHANNEL,
+                               response_url=standin.response_url(),
+                               message_ts=message["ts"]).status == 200
+        h.drain()
+    feedback = b.components.turnlog.get_turn(turn_id)["feedback"]
+    assert [(f["user"], f["value"]) for f in feedback] == [
+        ("UBOB", "helpful"), ("UCAROL", "helpful"), ("UBOB", "not_helpful")]
+    assert standin.calls("response_url") == [] and standin.calls("chat.postEphemeral") == []
+    assert len(standin.calls("chat.postMessage")) == 1 and len(standin.calls("chat.update")) == 1
+
+
+@pytest.mark.slow
+def test_a_vote_on_a_turn_the_log_no_longer_holds_is_said_and_not_recorded(standin, start_bot,
+                                                                          small_store):
+    h = start_bot(small_store)
+    gone = "t-00000000dead"
+    click = h.sender.action(ACTION_FEEDBACK, f"helpful:{gone}", user="UBOB", channel=CHANNEL,
+                            response_url=standin.response_url("vote"), message_ts="1.000001")
+    assert click.status == 200
+    h.drain()
+    (note,) = standin.calls("response_url")
+    assert "not in the turn log any more" in note.params["text"] and gone in note.params["text"]
+    assert note.params["response_type"] == "ephemeral"
+    h.components.turnlog.put_turn(gone, "2025-01-01T00:00:00+00:00", {"question": "q"})
+    assert h.components.turnlog.get_turn(gone)["feedback"] == []  # no orphan vote was kept

@@ -6,6 +6,7 @@ is unavailable or the turn has expired.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import structlog
@@ -13,15 +14,18 @@ from slack_bolt import Respond
 
 from bot.answer.record import LoggedTurn, TurnRecord
 from bot.memory.turnlog import TurnLog
+from bot.slack.client import SLACK_ERRORS, slack_failed
 from bot.slack.delivery import Delivery
 from bot.slack.inbound import PUBLIC_SURFACES, SURFACE_COMMAND, Question
 from bot.slack.render import (
+    SlackMessage,
     escape,
     parse_feedback,
     render_explanation,
     render_notice,
     render_turn,
 )
+from bot.slack.shortcut import shortcut_thread
 
 log = structlog.get_logger("citebot.slack")
 
@@ -41,6 +45,12 @@ def may_explain(record: TurnRecord, user: str | None, channel: str | None) -> bo
 def may_share(record: TurnRecord, user: str | None, channel: str | None) -> bool:
     """Only the asker shares a private answer, and only where it was asked."""
     return bool(user) and record.user == user and bool(channel) and record.channel == channel
+
+
+def _repeats(raw: dict, user: str | None, value: str) -> bool:
+    """Whether this vote is the person's current one on the turn already."""
+    latest = [f.get("value") for f in raw.get("feedback") or [] if f.get("user") == user]
+    return bool(latest) and latest[-1] == value
 
 
 class TurnActions:
@@ -89,7 +99,14 @@ class TurnActions:
         one that repeats it is not. `quiet` (Slack's native feedback buttons, which show the
         choice themselves): no message is posted, unless the vote could not be recorded."""
         try:
-            if self._repeats(turn_id, user, value):
+            raw = self.turnlog.get_turn(turn_id)
+            if raw is None:  # expired, or a value that names no turn: nothing to vote on
+                log.warning("feedback_turn_unknown", value=value)
+                self.delivery.respond(respond, render_notice(
+                    f"Turn `{escape(turn_id)}` is not in the turn log any more (it may have "
+                    "expired), so your vote was not recorded."))
+                return
+            if _repeats(raw, user, value):
                 log.info("feedback_unchanged", value=value)
                 return
             self.turnlog.add_feedback(turn_id, _now(), user, value)
@@ -115,15 +132,10 @@ class TurnActions:
         structlog.contextvars.bind_contextvars(turn_id=turn_id)
         self.feedback(turn_id, user, vote, respond, quiet=True)
 
-    def _repeats(self, turn_id: str, user: str | None, value: str) -> bool:
-        raw = self.turnlog.get_turn(turn_id)
-        if raw is None:
-            return False
-        latest = [f.get("value") for f in raw.get("feedback") or [] if f.get("user") == user]
-        return bool(latest) and latest[-1] == value
 
     def share(self, turn_id: str, user: str | None, channel: str | None, respond: Respond) -> None:
-        """The Share button of an ephemeral answer: the answer, posted in the channel."""
+        """The Share button of an ephemeral answer: the answer, posted in the channel (a
+        shortcut's answer: in the thread of the message it was asked about)."""
         try:
             raw = self.turnlog.get_turn(turn_id)
         except Exception as exc:  # noqa: BLE001 - the share path reports it below
@@ -143,9 +155,14 @@ class TurnActions:
             return
         where = Question(text=record.question, user=user, channel=channel or "",
                          surface=SURFACE_COMMAND, reply_thread_ts=None, thread_key=None)
-        shared = True
-        for message in render_turn(record, shared_by=user, url_template=self.delivery.url_template):
-            shared = self.delivery.respond(respond, message, response_type="in_channel") and shared
+        messages = render_turn(record, shared_by=user, url_template=self.delivery.url_template)
+        thread_ts = shortcut_thread(record)
+        if thread_ts:  # asked about a message: shared into that message's thread
+            shared = self._post_in_thread(replace(where, reply_thread_ts=thread_ts), messages)
+        else:
+            shared = True
+            for message in messages:
+                shared = self.delivery.respond(respond, message, response_type="in_channel") and shared
         if not shared:
             self.delivery.respond(respond, render_notice(
                 f"Sorry — Slack did not take the shared answer, so turn `{escape(turn_id)}` "
@@ -153,3 +170,12 @@ class TurnActions:
             return
         self.delivery.delete_original(respond)
         log.info("turn_shared")
+
+    def _post_in_thread(self, where: Question, messages: list[SlackMessage]) -> bool:
+        for message in messages:
+            try:
+                self.delivery.post(where, message)
+            except SLACK_ERRORS as exc:
+                log.warning("slack_share_failed", error=slack_failed(exc))
+                return False
+        return True

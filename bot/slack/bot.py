@@ -7,7 +7,7 @@ Entry points, all answered by the same grounded turn (bot.answer.turn.Answerer):
 - a direct message              -> the answer in the DM, one conversation per DM or DM thread;
 - the slash command (/ask)      -> an ephemeral answer with "Share in channel";
   `/ask help`; `/ask why [turn]` explains the last answer from the turn log;
-- buttons                       -> feedback into the turn log, share, why.
+- buttons -> feedback, share, why; the message shortcut and Home tab: bot.slack.shortcut, .home.
 
 Speed and exactly-once: every listener acks at once (Bolt lazy listeners with
 process_before_response, so the ack is written before any work starts) and the work runs
@@ -43,6 +43,7 @@ from bot.slack.actions import TurnActions
 from bot.slack.client import bolt_logger, retry_budget
 from bot.slack.dedupe import Deduper
 from bot.slack.delivery import Delivery, failure_notice
+from bot.slack.home import HomeTab
 from bot.slack.inbound import (
     SURFACE_COMMAND,
     SURFACE_EPHEMERAL,
@@ -71,6 +72,7 @@ from bot.slack.render import (
     render_turn,
 )
 from bot.slack.scopes import Admission, ChannelPolicy, Scopes, not_here
+from bot.slack.shortcut import SHORTCUT_CALLBACK_ID, MessageShortcut
 from search.errors import CitebotError, ConfigError
 
 log = structlog.get_logger("citebot.slack")
@@ -156,6 +158,9 @@ class SlackBot:
         app.action(ACTION_FEEDBACK)(ack=_ack, lazy=[self._on_native_feedback])
         app.action(ACTION_SHARE)(ack=_ack, lazy=[self._on_share])
         app.action(ACTION_WHY)(ack=_ack, lazy=[self._on_why])
+        self.home, self.shortcut = HomeTab(self), MessageShortcut(self)
+        app.event("app_home_opened")(ack=_ack, lazy=[self.home.on_opened])
+        app.shortcut(SHORTCUT_CALLBACK_ID)(ack=_ack, lazy=[self.shortcut.on_shortcut])
 
     def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> bool:
         """Wait until every acked piece of work has finished (tests, shutdown)."""

@@ -16,6 +16,7 @@ SURFACE_THREAD = "slack_thread"
 SURFACE_DM = "slack_dm"
 SURFACE_COMMAND = "slack_command"
 SURFACE_EPHEMERAL = "slack_ephemeral"  # a mention in a channel whose reply mode is "ephemeral"
+SURFACE_SHORTCUT = "slack_shortcut"  # the message shortcut: ephemeral, in the message's thread
 # Turns everyone in the channel saw: anyone there may ask why they said what they did.
 PUBLIC_SURFACES = (SURFACE_MENTION, SURFACE_THREAD)
 

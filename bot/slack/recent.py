@@ -1,9 +1,10 @@
-"""Each person's last turn, so `/ask why` can explain it without a turn id."""
+"""Each person's recent turns: the last one, so `/ask why` can explain it without a turn id,
+and the few before it, which the Home tab lists (bot.slack.home)."""
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Protocol
 
 import redis
@@ -17,45 +18,77 @@ log = structlog.get_logger("citebot.slack")
 # A month: "why did it say that?" comes soon after the answer, or not at all.
 LAST_TURN_TTL_S = 30 * 24 * 3600
 IN_PROCESS_USERS = 10_000
+# Turn ids kept per person: the Home tab lists the latest few (bot.slack.home.HOME_TURNS).
+RECENT_TURNS_KEPT = 10
 
 
 class RecentTurns(Protocol):
     def remember(self, user: str, turn_id: str) -> None: ...
     def last(self, user: str) -> str | None: ...
+    def recent(self, user: str, limit: int) -> list[str]:
+        """The person's latest turn ids, newest first (at most `limit`)."""
+        ...
 
 
 class InProcessRecentTurns:
-    """For one process: a bounded LRU of user -> last turn id."""
+    """For one process: a bounded LRU of user -> their latest turn ids."""
 
-    def __init__(self, max_users: int = IN_PROCESS_USERS) -> None:
-        self._last: OrderedDict[str, str] = OrderedDict()
+    def __init__(self, max_users: int = IN_PROCESS_USERS, kept: int = RECENT_TURNS_KEPT) -> None:
+        self._turns: OrderedDict[str, deque[str]] = OrderedDict()
         self._max = max_users
+        self._kept = kept
         self._lock = threading.Lock()
 
     def remember(self, user: str, turn_id: str) -> None:
         with self._lock:
-            self._last.pop(user, None)
-            self._last[user] = turn_id
-            while len(self._last) > self._max:
-                self._last.popitem(last=False)
+            turns = self._turns.pop(user, None) or deque(maxlen=self._kept)
+            turns.appendleft(turn_id)
+            self._turns[user] = turns
+            while len(self._turns) > self._max:
+                self._turns.popitem(last=False)
 
     def last(self, user: str) -> str | None:
         with self._lock:
-            return self._last.get(user)
+            turns = self._turns.get(user)
+            return turns[0] if turns else None
+
+    def recent(self, user: str, limit: int) -> list[str]:
+        with self._lock:
+            return list(self._turns.get(user) or ())[:max(limit, 0)]
 
 
 class RedisRecentTurns:
-    """Shared by every replica: one key per user with a TTL."""
+    """Shared by every replica, two keys per user with a TTL: `last:U` (the last turn id)
+    and `recent:U` (a list of the latest turn ids, newest first, trimmed)."""
 
     def __init__(self, client: redis.Redis, prefix: str = "citebot:",
-                 ttl_s: int = LAST_TURN_TTL_S) -> None:
+                 ttl_s: int = LAST_TURN_TTL_S, kept: int = RECENT_TURNS_KEPT) -> None:
         self.client = client
         self.prefix = prefix + "last:"
+        self.list_prefix = prefix + "recent:"
         self.ttl_s = ttl_s
+        self.kept = kept
 
     def remember(self, user: str, turn_id: str) -> None:
+        key = self.list_prefix + user
         with redis_errors("remember the last turn"):
-            self.client.set(self.prefix + user, turn_id.encode(), ex=self.ttl_s)
+            pipe = self.client.pipeline()  # MULTI/EXEC: both keys move together
+            pipe.set(self.prefix + user, turn_id.encode(), ex=self.ttl_s)
+            pipe.lpush(key, turn_id.encode())
+            pipe.ltrim(key, 0, self.kept - 1)
+            pipe.expire(key, self.ttl_s)
+            pipe.execute()
+
+    def recent(self, user: str, limit: int) -> list[str]:
+        if limit <= 0:
+            return []
+        with redis_errors("read the recent turns"):
+            raw = self.client.lrange(self.list_prefix + user, 0, limit - 1)
+        turns = [t.decode() if isinstance(t, bytes) else str(t) for t in raw]
+        if turns:
+            return turns
+        last = self.last(user)  # remembered before the list existed
+        return [last] if last else []
 
     def last(self, user: str) -> str | None:
         with redis_errors("read the last turn"):

@@ -308,7 +308,8 @@ def render_help(command: str, per_minute: int) -> SlackMessage:
         f"• `{c} help` — this message\n"
         "• Mention me in a channel — the answer arrives in the thread; reply in that thread "
         "to ask a follow-up\n"
-        "• Send me a direct message — a private conversation\n\n"
+        "• Send me a direct message — a private conversation\n"
+        "• On any message, ⋮ → *Ask citebot about this* — an answer about it only you see\n\n"
         f"Each answer ends with its turn id and 👍/👎 buttons; up to {per_minute} questions "
         "a minute per person."
     )

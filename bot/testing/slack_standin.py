@@ -3,8 +3,9 @@
 `SlackStandIn` is a stdlib threaded HTTP server on 127.0.0.1, port 0. `POST|GET /api/<method>`
 answers like the Web API (auth.test, chat.postMessage, chat.update, chat.delete,
 chat.postEphemeral, reactions.add/remove, conversations.replies, conversations.info,
-assistant.threads.setStatus) and keeps each channel's messages, so conversations.replies
-reads back what the bot posted, metadata included. `POST /response/<name>` is a
+assistant.threads.setStatus, views.publish) and keeps each channel's messages, so
+conversations.replies reads back what the bot posted, metadata included (and `home` each
+person's Home tab). `POST /response/<name>` is a
 response_url. Every call is recorded with its arrival time; `fail()` makes the next calls
 of a method return an error, as Slack would, and `fail_http()` answers them with HTTP 429
 and Retry-After (rate limited) or a 5xx (Slack failing).
@@ -28,6 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from slack_sdk.signature import SignatureVerifier
+
+from bot.testing.slack_home_standin import HomeViews, home_opened_event, shortcut_payload
 
 BOT_TOKEN = "xoxb-standin-0000-secret"
 SIGNING_SECRET = "standin-signing-secret-0123456789"
@@ -61,6 +64,7 @@ class SlackStandIn:
         self._ts = itertools.count(1)
         self._base_ts = int(time.time())
         self.shared_channels: set[str] = set()  # Slack Connect channels (conversations.info)
+        self.home = HomeViews()  # views.publish: home.of(user) is their Home tab
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -234,6 +238,8 @@ class SlackStandIn:
             if pending:
                 return {"ok": False, "error": pending.pop(0)}
             channel = str(p.get("channel", ""))
+            if method == "views.publish":
+                return self.home.publish(p)
             if method == "auth.test":
                 return {"ok": True, "url": "https://standin.slack.com/", "team": "Stand-in",
                         "user": "citebot", "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID,
@@ -351,6 +357,16 @@ class SlackSender:
                 "command": command, "text": text, "api_app_id": APP_ID, "response_url": response_url,
                 "trigger_id": f"{next(self._ids)}.{uuid.uuid4().hex[:8]}"}
         return self.post(urllib.parse.urlencode(form), "application/x-www-form-urlencoded")
+
+    def home_opened(self, user: str, **kwargs: Any) -> Delivery:
+        return self.event(home_opened_event(user, **kwargs))
+
+    def shortcut(self, callback_id: str, message: dict, *, user: str, channel: str,
+                 response_url: str) -> Delivery:
+        payload = shortcut_payload(callback_id, message, user=user, channel=channel,
+                                   response_url=response_url, team_id=TEAM_ID, app_id=APP_ID)
+        return self.post(urllib.parse.urlencode({"payload": json.dumps(payload)}),
+                         "application/x-www-form-urlencoded")
 
     def action(self, action_id: str, value: str, *, user: str, channel: str, response_url: str,
                message_ts: str | None = None, ephemeral: bool = False) -> Delivery:
