@@ -95,7 +95,7 @@ def test_a_node_stopped_during_a_turn_ends_it_visibly_and_the_bot_recovers_witho
         text, blocks = ask("What is the per diem for travel?")
         assert proxy.fired, "the turn never searched"
         assert text.startswith("Sorry — I could not answer this: Elasticsearch at"), text
-        assert "unreachable" in text and "(turn `t-" in text
+        assert "unreachable" in text and "(turn t-" in text
         assert text.count("(turn ") == 1  # the notification text named the turn twice
         turn_id = text.split("(turn ")[1].split(")")[0].strip("`")
         assert turn_id in blocks
