@@ -31,6 +31,13 @@ def _emit(obj: object) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False))
 
 
+def _link(obj: _Context, chunk) -> str | None:
+    """Where a person opens a chunk: its document's address or CITEBOT_SOURCE_URL, with its anchor."""
+    from search.links import link_for
+
+    return link_for(chunk.source, chunk.url, chunk.anchor, obj.components.settings.source_url)
+
+
 class _Context:
     def __init__(self, settings: Settings) -> None:
         from bot.wiring import Components
@@ -65,7 +72,8 @@ def ingest(obj: _Context, paths: tuple[Path, ...], as_json: bool) -> None:
     if missing:
         raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
     c = obj.components
-    summary = run_ingest(paths, c.store, c.embedder, progress=None if not as_json else False)
+    summary = run_ingest(paths, c.store, c.embedder, progress=None if not as_json else False,
+                         source_url=c.settings.source_url)
     if as_json:
         _emit(summary.as_json())
         return
@@ -76,6 +84,8 @@ def ingest(obj: _Context, paths: tuple[Path, ...], as_json: bool) -> None:
     )
     for s in summary.skipped:
         click.echo(f"  skipped {s.source}: {s.reason}")
+    for w in summary.warnings:
+        click.echo(f"  warning {w.source}: {w.reason}")
 
 
 @cli.command()
@@ -86,11 +96,13 @@ def chunks(obj: _Context, as_json: bool) -> None:
     for c in obj.components.store.iter_chunks():
         if as_json:
             _emit({"chunk_id": c.chunk_id, "source": c.source, "heading_path": list(c.heading_path),
-                   "page": c.page, "ordinal": c.ordinal, "tokens": c.tokens, "text": c.text})
+                   "page": c.page, "ordinal": c.ordinal, "tokens": c.tokens, "text": c.text,
+                   "url": _link(obj, c)})
         else:
             page = f" p.{c.page}" if c.page else ""
+            url = _link(obj, c)
             click.echo(f"{c.chunk_id}  {c.source}#{c.ordinal}{page}  {c.tokens} tok  "
-                       f"{' > '.join(c.heading_path)}")
+                       f"{' > '.join(c.heading_path)}" + (f"  {url}" if url else ""))
 
 
 def _channel_option(f):
@@ -131,7 +143,7 @@ def search(obj: _Context, query: str, mode: str, top_k: int | None, channel: str
         _emit({
             "hits": [{"chunk_id": h.chunk.chunk_id, "source": h.chunk.source,
                       "heading_path": list(h.chunk.heading_path), "page": h.chunk.page,
-                      "text": h.chunk.text, "score": h.score,
+                      "text": h.chunk.text, "url": _link(obj, h.chunk), "score": h.score,
                       "ranks": {"dense": h.dense_rank, "lexical": h.lexical_rank},
                       "reasons": h.reasons} for h in r.hits],
             "timings_ms": r.timings_ms,
@@ -146,7 +158,8 @@ def search(obj: _Context, query: str, mode: str, top_k: int | None, channel: str
         first = " ".join(h.chunk.text.split())[:160]
         click.echo(f"{i:2}. {h.score:.4f} [dense {h.dense_rank or '-'} lexical {h.lexical_rank or '-'}]"
                    f"{' ' + ','.join(h.reasons) if h.reasons else ''}  {h.chunk.source}{page} — "
-                   f"{' > '.join(h.chunk.heading_path)}\n    {first}…")
+                   f"{' > '.join(h.chunk.heading_path)}\n    {first}…"
+                   + (f"\n    {url}" if (url := _link(obj, h.chunk)) else ""))
 
 
 def _print_turn(record, as_json: bool) -> None:
@@ -161,7 +174,8 @@ def _print_turn(record, as_json: bool) -> None:
         for p in record.passages:
             page = f", p. {p['page']}" if p["page"] else ""
             old = " (superseded)" if p.get("superseded") else ""
-            click.echo(f"  [{p['number']}] {p['source']} — {' > '.join(p['heading_path'])}{page}{old}")
+            url = f"  {p['url']}" if p.get("url") else ""
+            click.echo(f"  [{p['number']}] {p['source']} — {' > '.join(p['heading_path'])}{page}{old}{url}")
     click.echo(f"turn {record.turn_id}")
 
 

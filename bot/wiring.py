@@ -198,6 +198,7 @@ class Components:
             passages=self.settings.passages,
             condenser=getattr(composer, "condense", None),
             claim_judge=getattr(composer, "claim_judge", None),
+            source_url=self.settings.source_url,
         )
 
     def readiness(self) -> dict[str, str]:

@@ -104,7 +104,8 @@ def chunk_document(
     count_tokens: Callable[[str], int],
     cfg: ChunkingConfig | None = None,
 ) -> list[Chunk]:
-    """Split a loaded document into chunks in reading order."""
+    """Split a loaded document into chunks in reading order; each carries the document's
+    address (as ingest checked it) and its section's anchor."""
     cfg = cfg or ChunkingConfig()
     superseded = doc.superseded()
     chunks: list[Chunk] = []
@@ -141,6 +142,8 @@ def chunk_document(
                     overlap_prev=overlap_prev,
                     overlap_next=overlap_next,
                     superseded=superseded,
+                    url=doc.url,
+                    anchor=section.anchor,
                 )
             )
             prev_end = end

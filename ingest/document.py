@@ -20,6 +20,8 @@ class Section:
 
     heading_path: tuple[str, ...]
     paragraphs: list[Paragraph] = field(default_factory=list)
+    # The id a browser scrolls to for this heading (or the nearest enclosing one), if any.
+    anchor: str | None = None
 
 
 # A document that says, near its top, that it no longer holds: its passages are still
@@ -41,6 +43,9 @@ class LoadedDocument:
     title: str
     format: str
     sections: list[Section]
+    # The document's own address as written (`url:` front matter, <link rel="canonical">);
+    # ingest checks it (search/links.py) before it is stored.
+    url: str | None = None
 
     def superseded(self) -> bool:
         """Whether the title or the opening says the document is deprecated or superseded."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import urljoin
 
 from ingest import furniture
 from ingest.document import LoadedDocument, Paragraph, Section
@@ -31,21 +32,25 @@ class _Outline:
     """Builds sections from a stream of headings and paragraphs."""
 
     def __init__(self) -> None:
-        self.path: list[tuple[int, str]] = []
+        self.path: list[tuple[int, str, str | None]] = []
         self.sections: list[Section] = [Section(())]
+        self.paragraph_count = 0
 
-    def heading(self, level: int, title: str) -> None:
+    def heading(self, level: int, title: str, anchor: str | None = None) -> None:
         title = " ".join(title.split())
         if not title:
             return
         while self.path and self.path[-1][0] >= level:
             self.path.pop()
-        self.path.append((level, title))
-        self.sections.append(Section(tuple(t for _, t in self.path)))
+        self.path.append((level, title, anchor))
+        # A heading without an id of its own is reached through the nearest one above it.
+        nearest = next((a for _, _, a in reversed(self.path) if a), None)
+        self.sections.append(Section(tuple(t for _, t, _ in self.path), anchor=nearest))
 
     def paragraph(self, text: str, page: str | None = None) -> None:
         if text.strip():
             self.sections[-1].paragraphs.append(Paragraph(text, page))
+            self.paragraph_count += 1
 
     def result(self) -> list[Section]:
         return [s for s in self.sections if s.paragraphs]
@@ -71,9 +76,11 @@ def decode_text(data: bytes, source: str) -> str:
 def load_markdown(text: str, source: str, *, atx: bool = True, fmt: str = "markdown") -> LoadedDocument:
     """Markdown (ATX and setext headings, fenced code kept whole) or setext-only text."""
     lines = text.split("\n")
+    url = None
     if atx and lines and lines[0].strip() == _FRONT_MATTER:
         for i in range(1, len(lines)):
             if lines[i].strip() == _FRONT_MATTER:
+                url = front_matter_url(lines[1:i])
                 lines = lines[i + 1 :]
                 break
     outline = _Outline()
@@ -116,7 +123,23 @@ def load_markdown(text: str, source: str, *, atx: bool = True, fmt: str = "markd
             para.append(line)
     flush()
     title = outline.first_heading() or Path(source).stem
-    return LoadedDocument(source, title, fmt, outline.result())
+    return LoadedDocument(source, title, fmt, outline.result(), url=url)
+
+
+_URL_KEY = re.compile(r"^url[ \t]*:[ \t]*(.*?)[ \t]*$")
+
+
+def front_matter_url(lines: list[str]) -> str | None:
+    """The `url:` of a front matter block (YAML's plain or quoted scalar on one line), as written."""
+    for line in lines:
+        m = _URL_KEY.match(line)
+        if not m:
+            continue
+        value = m.group(1)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            return value[1:-1]
+        return re.sub(r"[ \t]+#.*$", "", value)  # a YAML comment after the value
+    return None
 
 
 class _HTMLOutline(HTMLParser):
@@ -155,6 +178,13 @@ class _HTMLOutline(HTMLParser):
         self.lists: list[list] = []
         # The stack depth of a level 1-2 heading read inside furniture (see handle_starttag).
         self.furniture_heading: int | None = None
+        # Addresses: <link rel="canonical"> and <base> hrefs; ids that may name the next
+        # heading, each with the paragraph count when it was seen (see _open_heading); and
+        # the open heading's own id, <a id|name> and <a href="#…"> (a permalink) inside it.
+        self.canonical: str | None = None
+        self.base: str | None = None
+        self.ids: list[tuple[str, int]] = []
+        self.heading_ids: dict[str, str] = {}
 
     # -- element stack -------------------------------------------------------------
     def _is_furniture(self, tag: str, attrs: dict[str, str | None]) -> bool:
@@ -204,6 +234,7 @@ class _HTMLOutline(HTMLParser):
     # -- parser callbacks ----------------------------------------------------------
     def handle_starttag(self, tag: str, attr_list: list) -> None:
         attrs = {k.lower(): v for k, v in attr_list}
+        self._addresses(tag, attrs)
         if tag == "title":
             self.in_title = True
         if tag == "body":
@@ -231,16 +262,17 @@ class _HTMLOutline(HTMLParser):
                 # marker, while sidebars title their boxes at level 3 and below (Sphinx).
                 self._flush()
                 self.furniture_heading = len(self.stack) - 1
-                self.heading_level = int(tag[1])
-                self.heading_buf = []
+                self._open_heading(tag, attrs)
             return
+        ident = attrs.get("id") or (attrs.get("name") if tag == "a" else None)
+        if ident and self.heading_level is None and not re.fullmatch(r"h[1-6]", tag):
+            self.ids.append((ident, self.outline.paragraph_count))
         if tag == "a":
             target = self.heading_buf if self.heading_level is not None else self.buf
             self.links.append((target, len(target), attrs))
         elif re.fullmatch(r"h[1-6]", tag):
             self._flush()
-            self.heading_level = int(tag[1])
-            self.heading_buf = []
+            self._open_heading(tag, attrs)
         elif tag == "tr":
             self._flush()
             self.cells = []
@@ -281,7 +313,9 @@ class _HTMLOutline(HTMLParser):
                 for seg in target[start:]:
                     seg[1] = kind
         elif re.fullmatch(r"h[1-6]", tag) and self.heading_level is not None:
-            self.outline.heading(self.heading_level, "".join(t for t, _ in self.heading_buf))
+            found = self.heading_ids
+            anchor = found.get("own") or found.get("inner") or found.get("outer") or found.get("permalink")
+            self.outline.heading(self.heading_level, "".join(t for t, _ in self.heading_buf), anchor)
             self.heading_level = None
             if self.lists:
                 self.lists[0][2] = False  # a list holding headings is not a table of contents
@@ -301,6 +335,38 @@ class _HTMLOutline(HTMLParser):
                 del self.outline.sections[-1].paragraphs[outer[1]:]
         elif tag in self.BLOCKS:
             self._flush()
+
+    # -- addresses -----------------------------------------------------------------
+    def _addresses(self, tag: str, attrs: dict[str, str | None]) -> None:
+        """The page's canonical address and <base>; ids and permalinks inside a heading."""
+        href = (attrs.get("href") or "").strip()
+        if tag == "link" and "canonical" in (attrs.get("rel") or "").lower().split() and href:
+            self.canonical = self.canonical or href
+        elif tag == "base" and href:
+            self.base = self.base or href
+        elif tag == "a" and self.heading_level is not None:
+            ident = attrs.get("id") or attrs.get("name")
+            if ident:
+                self.heading_ids.setdefault("inner", ident)
+            if href.startswith("#") and len(href) > 1:
+                self.heading_ids.setdefault("permalink", href[1:])
+
+    def _open_heading(self, tag: str, attrs: dict[str, str | None]) -> None:
+        """A heading starts. Its anchor: its own id; else an <a id|name> inside it (DocBook);
+        else the nearest id opened since the last paragraph (Sphinx's <section id>, an empty
+        <a name> before it); else a permalink inside it (<a href="#…">, mdBook, Sphinx ¶)."""
+        self.heading_level = int(tag[1])
+        self.heading_buf = []
+        recent = [i for i, count in self.ids if count == self.outline.paragraph_count]
+        self.heading_ids = {k: v for k, v in (("own", attrs.get("id")),
+                                              ("outer", recent[-1] if recent else None)) if v}
+        self.ids.clear()
+
+    def address(self) -> str | None:
+        """The canonical address as written, resolved against <base> when that is absolute."""
+        if self.canonical and self.base and "://" in self.base:
+            return urljoin(self.base, self.canonical)
+        return self.canonical
 
     def handle_data(self, data: str) -> None:
         if self.in_title:
@@ -371,7 +437,8 @@ def load_html(text: str, source: str) -> LoadedDocument:
         parser.feed(text)
         parser.close()
     title = " ".join("".join(parser.title).split()) or parser.outline.first_heading()
-    return LoadedDocument(source, title or Path(source).stem, "html", parser.outline.result())
+    return LoadedDocument(source, title or Path(source).stem, "html", parser.outline.result(),
+                          url=parser.address())
 
 
 # A numbered heading line in a PDF: "2. Protective Equipment", "2.1 Safety Boots".

@@ -19,6 +19,10 @@ relative to (its origin, kept with the content hash), so that:
 - a document stored by an earlier version under a path relative to the working
   directory is renamed when its folder is ingested again.
 
+Addresses: a document's own URL (front matter, canonical link) is checked before it is
+stored with its chunks (search/links.py); one that cannot be a link is left out and the
+summary's warnings say why, on every run until it is fixed.
+
 Links: a symbolic or hard link that leads out of the ingested folder is skipped with a
 reason, never followed. Library warnings raised while a file is read (pypdf's and
 others') go to the log at debug level with the file's name, not to the terminal.
@@ -35,17 +39,17 @@ import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import structlog
 
 from ingest.chunker import ChunkingConfig, chunk_document, doc_id_for
-from ingest.document import LoadedDocument, Section
+from ingest.document import LoadedDocument
 from ingest.embedder import Embedder
 from ingest.furniture import repeated_blocks
 from ingest.loaders import FORMATS, load
-from search import calibration
+from search import calibration, links
 from search.errors import IngestError
 from search.store import Store
 from search.types import DocumentRecord
@@ -67,6 +71,14 @@ class Skipped:
 
 
 @dataclass
+class IngestWarning:
+    """A file ingested with something left out, and why (a document's unusable address)."""
+
+    source: str
+    reason: str
+
+
+@dataclass
 class IngestSummary:
     documents: int = 0  # documents written (new or changed)
     unchanged: int = 0
@@ -74,11 +86,13 @@ class IngestSummary:
     chunks: int = 0  # chunks written in this run
     skipped: list[Skipped] = field(default_factory=list)
     seconds: float = 0.0
+    warnings: list[IngestWarning] = field(default_factory=list)
 
     def as_json(self) -> dict:
         return {
             "documents": self.documents, "unchanged": self.unchanged, "deleted": self.deleted,
             "chunks": self.chunks, "skipped": [{"source": s.source, "reason": s.reason} for s in self.skipped],
+            "warnings": [{"source": w.source, "reason": w.reason} for w in self.warnings],
             "seconds": round(self.seconds, 3),
         }
 
@@ -216,8 +230,30 @@ def library_warnings(source: str) -> Iterator[None]:
 
 def without(doc: LoadedDocument, blocks: set[str]) -> LoadedDocument:
     """The document with these paragraphs left out (sections left empty are dropped)."""
-    sections = [Section(s.heading_path, [p for p in s.paragraphs if p.text not in blocks]) for s in doc.sections]
-    return LoadedDocument(doc.source, doc.title, doc.format, [s for s in sections if s.paragraphs])
+    sections = [replace(s, paragraphs=[p for p in s.paragraphs if p.text not in blocks]) for s in doc.sections]
+    return replace(doc, sections=[s for s in sections if s.paragraphs])
+
+
+# Part of a stored fingerprint for a document with an address or heading anchors, so that
+# the first ingest that stores them writes such documents again (a store written before
+# holds none), and a relative address is stored anew when CITEBOT_SOURCE_URL changes.
+LINKS_VERSION = "links-1"
+
+
+def addressed(doc: LoadedDocument, template: str | None) -> tuple[LoadedDocument, str | None]:
+    """The document with its own address checked (search/links.py): absolute, or left out
+    with the reason why."""
+    try:
+        return replace(doc, url=links.document_url(doc.url, doc.source, template)), None
+    except links.BadURL as exc:
+        return replace(doc, url=None), f"{exc}; ingested without it (not shown as a link)"
+
+
+def with_links(content_hash: str, doc: LoadedDocument) -> str:
+    """The content hash, extended for a document that carries an address or anchors."""
+    if not doc.url and not any(s.anchor for s in doc.sections):
+        return content_hash
+    return hashlib.sha256("\x00".join((content_hash, LINKS_VERSION, doc.url or "")).encode()).hexdigest()
 
 
 def _name(found: list[Found], stored: dict[str, str]) -> list[Found]:
@@ -355,11 +391,14 @@ def ingest(
     chunking: ChunkingConfig | None = None,
     progress: bool | None = None,
     within: Path | None = None,
+    source_url: str | None = None,
 ) -> IngestSummary:
-    """Ingest files and folders into the store; see the module docstring (and `discover` for `within`).
+    """Ingest files and folders into the store; see the module docstring (and `discover` for
+    `within`); `source_url` (CITEBOT_SOURCE_URL) resolves documents' relative addresses.
     One run at a time per embedded store: a second is refused (IngestLockedError)."""
     with ingest_lock(store):
-        return _ingest(paths, store, embedder, chunking=chunking, progress=progress, within=within)
+        return _ingest(paths, store, embedder, chunking=chunking, progress=progress, within=within,
+                       source_url=source_url)
 
 
 def ingest_lock(store: Store):
@@ -377,6 +416,7 @@ def _ingest(
     chunking: ChunkingConfig | None,
     progress: bool | None,
     within: Path | None,
+    source_url: str | None,
 ) -> IngestSummary:
     from tqdm import tqdm
 
@@ -397,11 +437,17 @@ def _ingest(
         # change (pages added to the folder), the page is chunked again.
         content_hash = r.content_hash if not removed else hashlib.sha256(
             (r.content_hash + "\x00" + "\x00".join(sorted(removed))).encode()).hexdigest()
+        linked = None
+        if r.doc is not None:
+            linked, problem = addressed(r.doc, source_url)
+            if problem:
+                summary.warnings.append(IngestWarning(f.source, problem))
+            content_hash = with_links(content_hash, linked)
         if stored.get(f.source) == fingerprint(content_hash, f.origin):
             summary.unchanged += 1
             continue
-        assert r.doc is not None  # only a file whose fingerprint is stored goes unread
-        doc = without(r.doc, removed)
+        assert linked is not None  # only a file whose fingerprint is stored goes unread
+        doc = without(linked, removed)
         if not doc.sections:
             summary.skipped.append(Skipped(f.source, "only page furniture, no text"))
             continue

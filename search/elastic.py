@@ -80,7 +80,11 @@ from search.text import words
 from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window
 
 # Version of the index layout below; an index of another format is refused on open.
-# 2: chunks carry `superseded` (their document says it no longer holds).
+# 2: chunks carry `superseded` (their document says it no longer holds). Fields added
+# since are optional and keep the format, so a citebot of either side reads the other's
+# index (a server not yet upgraded keeps serving): `url` and `anchor` (search/links.py; a
+# chunk without them has no link of its own). An older ingest cannot copy chunks that
+# carry them into its strict mapping: after a downgrade, re-ingest into a new CITEBOT_INDEX.
 INDEX_FORMAT = 2
 
 # One primary shard: BM25 statistics and document counts are exact (no dfs round
@@ -151,7 +155,7 @@ VOCAB_PAGE = 10_000
 
 _CHUNK_FIELDS = [
     "chunk_id", "doc_id", "source", "heading_path", "page", "ordinal", "text", "tokens",
-    "overlap_prev", "overlap_next", "superseded",
+    "overlap_prev", "overlap_next", "superseded", "url", "anchor",
 ]
 
 
@@ -181,6 +185,7 @@ def mapping_for(stamp: ModelStamp, state: str) -> dict[str, Any]:
             "text": {"type": "text", "index": False},
             "tokens": number, "overlap_prev": number, "overlap_next": number,
             "superseded": {"type": "boolean", "index": False},
+            "url": stored, "anchor": stored,
             "n_tokens": {"type": "integer", "index": False},  # words + heading tokens
             "words": words_field, "heading": words_field,
             "vocab": {"type": "keyword", "index": False, "ignore_above": MAX_TOKEN_CHARS},
@@ -785,6 +790,7 @@ def _chunk_action(index: str, c: Chunk, windows: Sequence[Window]) -> dict[str, 
             "ordinal": c.ordinal, "heading_path": list(c.heading_path), "page": c.page,
             "text": c.text, "tokens": c.tokens, "overlap_prev": c.overlap_prev,
             "overlap_next": c.overlap_next, "superseded": c.superseded,
+            "url": c.url, "anchor": c.anchor,
             "words": " ".join(text_words), "heading": " ".join(heading_words),
             "vocab": sorted(set(text_words) | set(heading_words)),
             "n_tokens": len(text_words) + len(heading_words),
@@ -804,6 +810,7 @@ def _chunk(src: dict[str, Any]) -> Chunk:
         ordinal=int(src["ordinal"]), text=src["text"], tokens=int(src["tokens"]),
         overlap_prev=int(src.get("overlap_prev", 0)), overlap_next=int(src.get("overlap_next", 0)),
         superseded=bool(src.get("superseded", False)),
+        url=src.get("url"), anchor=src.get("anchor"),
     )
 
 

@@ -165,6 +165,14 @@ def m003_superseded(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE chunks ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0")
 
 
+@migration
+def m004_links(db: sqlite3.Connection) -> None:
+    """Where a chunk opens (search/links.py). Chunks stored before have neither; ingest
+    writes documents that have them again (ingest.pipeline.LINKS_VERSION)."""
+    db.execute("ALTER TABLE chunks ADD COLUMN url TEXT")
+    db.execute("ALTER TABLE chunks ADD COLUMN anchor TEXT")
+
+
 class EmbeddedStore:
     """SQLite + FTS5 + numpy store in one directory."""
 
@@ -259,12 +267,13 @@ class EmbeddedStore:
                 for c in chunks:
                     cur = self._db.execute(
                         "INSERT INTO chunks (chunk_id, doc_id, source, ordinal, heading_path,"
-                        " page, text, tokens, overlap_prev, overlap_next, superseded)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " page, text, tokens, overlap_prev, overlap_next, superseded, url, anchor)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             c.chunk_id, c.doc_id, c.source, c.ordinal,
                             json.dumps(list(c.heading_path), ensure_ascii=False), c.page, c.text,
                             c.tokens, c.overlap_prev, c.overlap_next, int(c.superseded),
+                            c.url, c.anchor,
                         ),
                     )
                     rowid = int(cur.lastrowid or 0)
@@ -349,7 +358,7 @@ class EmbeddedStore:
     # -- reads ----------------------------------------------------------------------------
     _CHUNK_COLS = (
         "chunk_id, doc_id, source, heading_path, page, ordinal, text, tokens,"
-        " overlap_prev, overlap_next, superseded"
+        " overlap_prev, overlap_next, superseded, url, anchor"
     )
 
     @staticmethod
@@ -358,6 +367,7 @@ class EmbeddedStore:
             chunk_id=row[0], doc_id=row[1], source=row[2],
             heading_path=tuple(json.loads(row[3])), page=row[4], ordinal=row[5], text=row[6],
             tokens=row[7], overlap_prev=row[8], overlap_next=row[9], superseded=bool(row[10]),
+            url=row[11], anchor=row[12],
         )
 
     def iter_chunks(self) -> list[Chunk]:

@@ -51,6 +51,10 @@ class Chunk:
     overlap_prev: int = 0
     overlap_next: int = 0
     superseded: bool = False  # its document says it is deprecated or superseded
+    # Where a person opens it (search/links.py): its document's own address (front matter or
+    # canonical link, checked at ingest) and the id of its heading in the HTML, when known.
+    url: str | None = None
+    anchor: str | None = None
 
     def without_overlap_prev(self) -> str:
         """The text with the leading overlap removed (it is already in the previous chunk)."""

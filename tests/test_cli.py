@@ -27,7 +27,7 @@ def test_search_json_contract(runner):
     assert result.exit_code == 0, result.output
     (out,) = _json_lines(result.stdout)
     hit = out["hits"][0]
-    assert set(hit) >= {"chunk_id", "source", "heading_path", "page", "text", "score", "ranks"}
+    assert set(hit) >= {"chunk_id", "source", "heading_path", "page", "text", "url", "score", "ranks"}
     assert set(hit["ranks"]) == {"dense", "lexical"}
     assert "total" in out["timings_ms"]
 
@@ -46,7 +46,8 @@ def test_ask_json_contract(runner):
     (out,) = _json_lines(result.stdout)
     assert set(out) >= {"turn_id", "answer", "refused", "citations", "quotes", "timings_ms"}
     c = out["citations"][0]
-    assert set(c) >= {"marker", "chunk_id", "source", "heading_path", "page", "resolved", "retrieved"}
+    assert set(c) >= {"marker", "chunk_id", "source", "heading_path", "page", "url", "resolved", "retrieved"}
+    assert all("url" in p for p in out["passages"])
     assert set(out["quotes"][0]) >= {"text", "chunk_id", "verified"}
     shown = runner.invoke(cli, ["turns", "show", out["turn_id"]])
     assert json.loads(shown.stdout)["turn_id"] == out["turn_id"]
@@ -56,7 +57,7 @@ def test_chunks_json_contract(runner):
     result = runner.invoke(cli, ["chunks", "--json"])
     rows = _json_lines(result.stdout)
     assert len(rows) > 30
-    assert set(rows[0]) == {"chunk_id", "source", "heading_path", "page", "ordinal", "tokens", "text"}
+    assert set(rows[0]) == {"chunk_id", "source", "heading_path", "page", "ordinal", "tokens", "text", "url"}
     assert any(r["page"] for r in rows if r["source"].endswith(".pdf"))
 
 

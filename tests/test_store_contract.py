@@ -8,6 +8,7 @@ makes an ingest run visible on Elasticsearch (a no-op for the embedded store).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -343,3 +344,100 @@ def test_a_new_ingest_starts_without_the_old_statistics(backend):
     writer.write_stat("gate_null", {"version": 1, "mean": 0.4, "std": 0.1, "n": 64})
     fill(writer, ALL_DOCS)
     assert backend.open().read_stat("gate_null") is None
+
+
+# -- where a chunk opens (search/links.py) ----------------------------------------------------
+def test_addresses_and_anchors_survive_a_round_trip_and_a_later_ingest(backend, store):
+    doc, chunks, windows = make_doc("guide/install.html", [
+        (("Install",), "Install the kettle.", [E1]),
+        (("Install", "With pip"), "Run pip and wait.", [E2]),
+    ])
+    url = "https://kettle.example.org/install.html"
+    chunks = [replace(chunks[0], url=url, anchor="install"), replace(chunks[1], url=url, anchor="with-pip")]
+    writer = backend.open()
+    writer.open_for(STAMP)
+    writer.replace_document(doc, chunks, windows)
+    writer.commit_ingest()
+    reader = backend.open()
+    assert reader.get_chunks([c.chunk_id for c in chunks]) == chunks
+    assert reader.neighbours(chunks[0]) == (None, chunks[1])
+    assert all(c.url is None and c.anchor is None for c in reader.iter_chunks() if c.source != doc.source)
+    # Another run rewrites one document; on Elasticsearch the others are copied to a new index.
+    writer.replace_document(*make_doc("release.md", [(("Release",), "The train left.", [E4])], "v2"))
+    writer.commit_ingest()
+    assert [c for c in backend.open().iter_chunks() if c.source == doc.source] == chunks
+
+
+def _written_before_links(chunk: Chunk) -> Chunk:
+    return replace(chunk, url=None, anchor=None)
+
+
+def test_an_embedded_store_written_before_links_opens_and_reads_without_them(tmp_path):
+    import json
+    import sqlite3
+
+    from search import embedded
+
+    path = tmp_path / "old"
+    path.mkdir()
+    db = sqlite3.connect(path / embedded.DB_NAME, isolation_level=None)
+    db.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY)")
+    before = [(n, step) for n, step in embedded._MIGRATIONS if n < "m004"]
+    assert [n for n, _ in before] == ["m001_initial", "m002_turns", "m003_superseded"]
+    for name, step in before:
+        step(db)
+        db.execute("INSERT INTO _migrations VALUES (?)", (name,))
+    doc, chunks, _windows = KITCHEN
+    db.execute("INSERT INTO meta VALUES ('model_stamp', ?)",
+               (json.dumps({"name": STAMP.name, "dims": STAMP.dims, "checksum": STAMP.checksum}),))
+    db.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?)",
+               (doc.doc_id, doc.source, doc.content_hash, doc.title, doc.format))
+    for c in chunks:
+        db.execute("INSERT INTO chunks (chunk_id, doc_id, source, ordinal, heading_path, page, text,"
+                   " tokens, overlap_prev, overlap_next) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (c.chunk_id, c.doc_id, c.source, c.ordinal, json.dumps(list(c.heading_path)),
+                    c.page, c.text, c.tokens, 0, 0))
+    db.close()
+
+    store = EmbeddedStore(path)
+    assert store.iter_chunks() == [_written_before_links(c) for c in chunks]
+    new_doc, new_chunks, new_windows = make_doc("guide.md", [(("Guide",), "Read me.", [E3])])
+    new_chunks = [replace(c, url="https://wiki.example.com/guide") for c in new_chunks]
+    store.replace_document(new_doc, new_chunks, new_windows)
+    assert store.get_chunks([new_chunks[0].chunk_id]) == new_chunks
+    store.close()
+
+
+@pytest.mark.elasticsearch
+def test_an_elasticsearch_index_written_before_links_is_read_and_copied_forward(es_url, es_alias):
+    from search import elastic
+
+    client = elastic.connect(es_url)
+    mapping = elastic.mapping_for(STAMP, "complete")
+    for name in ("url", "anchor"):
+        del mapping["properties"][name]  # the layout an earlier version wrote
+    old_index = f"{es_alias}-v{'0' * 20}"
+    client.indices.create(index=old_index, settings={"number_of_shards": 1}, mappings=mapping)
+    doc, chunks, windows = KITCHEN
+    actions = [elastic._document_action(old_index, doc)]
+    for c in chunks:
+        action = elastic._chunk_action(old_index, c, [w for w in windows if w.chunk_id == c.chunk_id])
+        del action["_source"]["url"], action["_source"]["anchor"]
+        actions.append(action)
+    for a in actions:
+        client.index(index=old_index, id=a["_id"], document=a["_source"])
+    client.indices.refresh(index=old_index)
+    client.indices.update_aliases(actions=[{"add": {"index": old_index, "alias": es_alias}}])
+    client.close()
+
+    store = open_elastic(es_url, es_alias)
+    assert store.iter_chunks() == list(chunks)
+    store.open_for(STAMP)
+    new_doc, new_chunks, new_windows = make_doc("guide.md", [(("Guide",), "Read me.", [E3])])
+    new_chunks = [replace(c, url="https://wiki.example.com/guide", anchor="read") for c in new_chunks]
+    store.replace_document(new_doc, new_chunks, new_windows)
+    store.commit_ingest()  # the old chunks are copied into an index of today's layout
+    reader = open_elastic(es_url, es_alias)
+    assert reader.iter_chunks() == sorted([*new_chunks, *chunks], key=lambda c: (c.source, c.ordinal))
+    store.close()
+    reader.close()

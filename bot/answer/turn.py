@@ -23,10 +23,12 @@ from bot.memory.redis import RedisUnavailable
 from bot.memory.state import ConversationState, PriorTurn
 from bot.memory.turnlog import TurnLog
 from bot.metrics import BACKEND_ERRORS, FAILED_CHECKS, STAGE_SECONDS, TURNS
+from search import links
 from search.errors import CitebotError, SearchBackendError, StoreError
 from search.retrieve import Retrieval, Retriever
 from search.scope import Scope
 from search.text import content_words, words
+from search.types import Chunk
 
 log = structlog.get_logger("citebot.turn")
 
@@ -80,8 +82,10 @@ class Answerer:
         gate: Gate | None = None,
         condenser: Any = None,
         claim_judge: ClaimJudge | None = None,
+        source_url: str | None = None,
     ) -> None:
         self.retriever = retriever
+        self.source_url = source_url  # CITEBOT_SOURCE_URL, for sources without an address
         self.composer = composer
         self.turnlog = turnlog
         self.state = state
@@ -157,7 +161,7 @@ class Answerer:
         record.passages = [
             {"number": p.number, "chunk_id": p.chunk.chunk_id, "source": p.chunk.source,
              "heading_path": list(p.chunk.heading_path), "page": p.chunk.page,
-             "chars": len(p.text), "superseded": p.chunk.superseded}
+             "chars": len(p.text), "superseded": p.chunk.superseded, "url": self._link(p.chunk)}
             for p in passages
         ]
         glossary = self.retriever.glossary
@@ -182,6 +186,10 @@ class Answerer:
         self._check(record, comp.text, passages, retrieval)
         self._remember(record, thread_key)
 
+    def _link(self, chunk: Chunk) -> str | None:
+        """Where a person opens this passage (search/links.py), as recorded and shown."""
+        return links.link_for(chunk.source, chunk.url, chunk.anchor, self.source_url)
+
     def _check(self, record: TurnRecord, text: str, passages: list[Passage], retrieval: Retrieval) -> None:
         t = time.perf_counter()
         given = {p.number: (p.chunk.chunk_id, p.text) for p in passages}
@@ -202,6 +210,7 @@ class Answerer:
              "source": by_number[c.number].chunk.source if c.number in by_number else None,
              "heading_path": list(by_number[c.number].chunk.heading_path) if c.number in by_number else [],
              "page": by_number[c.number].chunk.page if c.number in by_number else None,
+             "url": self._link(by_number[c.number].chunk) if c.number in by_number else None,
              "resolved": c.resolved, "retrieved": c.retrieved}
             for c in report.citations
         ]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from urllib.parse import quote
 
 from slack_sdk.models.blocks import (
     ActionsBlock,
@@ -29,6 +28,7 @@ from slack_sdk.models.blocks import (
 
 from bot.answer import sentences
 from bot.answer.record import LoggedTurn, TurnRecord
+from bot.slack.mrkdwn import escape, pack_lines, passage_line, unescape  # noqa: F401 (unescape: re-exported)
 
 SECTION_TEXT_MAX = 3000
 MESSAGE_BLOCKS_MAX = 50
@@ -60,15 +60,6 @@ class SlackMessage:
 
     def block_dicts(self) -> list[dict]:
         return [b.to_dict() for b in self.blocks]
-
-
-def escape(text: str) -> str:
-    """Slack's three control characters, as its docs ask: & first, then < and >."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def unescape(text: str) -> str:
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def truncate(text: str, limit: int) -> str:
@@ -148,37 +139,6 @@ def parse_feedback(value: str) -> tuple[str, str] | None:
     return vote, turn_id
 
 
-def source_url(template: str | None, source: str) -> str | None:
-    """The address of a source from CITEBOT_SOURCE_URL ("https://wiki.example.com/{path}"),
-    its path percent-encoded; None without a template."""
-    if not template:
-        return None
-    return template.replace("{path}", quote(source.lstrip("/"), safe="/"))
-
-
-def source_line(number: int | None, source: str, heading_path: list[str], page: str | None,
-                url: str | None = None) -> str:
-    """`[1] handbook/x.md — Section › Subsection, p. iv`, escaped; with a url, a Slack link
-    `<url|[1] handbook/x.md — Section›…>` (a label cannot hold "|" or formatting)."""
-    label = escape(source)
-    heading = _heading(heading_path)
-    if heading:
-        label += " — " + escape(heading)
-    if page:
-        label += ", p. " + escape(str(page))
-    if url:
-        marker = f"[{number}] " if number is not None else ""
-        return f"<{escape(url)}|{marker}{label.replace('|', '¦')}>"
-    return (f"*[{number}]* " if number is not None else "") + label
-
-
-def passage_line(passage: dict, url_template: str | None = None) -> str:
-    """A passage entry of a turn record, as a source line."""
-    source = str(passage.get("source", ""))
-    return source_line(passage.get("number"), source, list(passage.get("heading_path") or []),
-                       passage.get("page"), source_url(url_template, source))
-
-
 def cited_numbers(record: TurnRecord) -> set[int]:
     out: set[int] = set()
     for c in record.citations:
@@ -250,7 +210,8 @@ def render_turn(record: TurnRecord, *, ephemeral: bool = False, shared_by: str |
         shown = [p for p in record.passages if p.get("number") in cited] or record.passages
         lines = [passage_line(p, url_template) for p in shown]
         trailer.append(DividerBlock())
-        trailer.extend(_sections("*Sources*\n" + "\n".join(lines)))
+        trailer.extend(SectionBlock(text=MarkdownTextObject(text=t))
+                       for t in pack_lines("*Sources*", lines, SECTION_TEXT_MAX))
     details = [_checks_summary(record)]
     if record.label and not record.error:
         details.append(escape(record.label))
@@ -363,7 +324,8 @@ def render_explanation(turn: LoggedTurn) -> SlackMessage:
             outcome += "\n*Support:* " + ", ".join(bits)
     parts.append(outcome)
     if r.passages:
-        lines = [passage_line(p) for p in r.passages]
+        # As text, not links: this part is cut into sections anywhere, and could cut a link.
+        lines = [passage_line({**p, "url": None}) for p in r.passages]
         parts.append("*Passages given to the composer*\n" + "\n".join("• " + ln for ln in lines))
     if r.candidates:
         given = {p.get("chunk_id"): p.get("number") for p in r.passages}
