@@ -267,9 +267,11 @@ def redis_rows(work: Path, quick: bool) -> list[Row]:
         fleet.redis.stop()
         down = fleet.new_events(n, "D")
         started = time.perf_counter()
-        statuses, _ = acks(plan_for(down, rng, names, both=True))
+        plan = plan_for(down, rng, names, both=True)
+        statuses, _ = acks(plan)
         fleet.wait_answered(down)
         answered_s = time.perf_counter() - started
+        fleet.wait_replies(down, {(e.body["ts"], name) for e, _retry, name in plan})
         replies = fleet.replies(down)
         per_process = max(replies.values())
         total = per_event(replies)

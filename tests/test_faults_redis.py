@@ -53,8 +53,10 @@ def test_redis_stopped_and_restarted_under_two_bots_answering_retried_deliveries
     fleet.redis.stop()
     assert all(ready(b)["status"] == 503 and "Redis" in ready(b)["checks"]["redis"] for b in fleet.bots.values())
     down = fleet.new_events(8, "D")
-    assert set(fleet.deliver(plan_for(down, rng, names, both=True))) == {200}
+    plan = plan_for(down, rng, names, both=True)
+    assert set(fleet.deliver(plan)) == {200}
     fleet.wait_answered(down)
+    fleet.wait_replies(down, {(e.body["ts"], name) for e, _retry, name in plan})
     replies = fleet.replies(down)
     assert max(replies.values()) == 1, replies  # never twice from one process
     assert {ts for ts, _ in replies} == {e.body["ts"] for e in down}  # every event answered

@@ -75,6 +75,17 @@ class Fleet:
             time.sleep(0.1)
         raise AssertionError(f"not all answered in {WAIT_S} s: {[e.event_id for e in events if not self.answer(e)]}")
 
+    def wait_replies(self, events: list[Event], pairs: set[tuple[str, str]]) -> None:
+        """Until each (event ts, process) of `pairs` has replied: while Redis is down every
+        process answers each event it was handed once, and the second process's reply may
+        come after the first one's answer (counting before it landed saw a late reply)."""
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            if pairs <= set(self.replies(events)):
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"replies missing after {WAIT_S} s: {sorted(pairs - set(self.replies(events)))}")
+
     def answer(self, event: Event) -> str | None:
         ours = [m for m in self.standin.messages(event.body["channel"])
                 if m.get("thread_ts") == event.body["ts"] and m.get("bot_id")]
