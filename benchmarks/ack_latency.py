@@ -114,7 +114,7 @@ def main() -> None:
                              redis_url=args.redis, redis_prefix=prefix)
     components = Components(settings)
     bot = build_bot(components)
-    server = SlackHttpServer(bot.app, host="127.0.0.1", port=0).start()
+    server = SlackHttpServer(bot.app, signing_secret=SIGNING_SECRET, host="127.0.0.1", port=0).start()
     sender = SlackSender(server.url)
     bot.warm_up()
     components.answerer.ask(QUESTIONS[0])  # first-turn costs (caches, allocations) aside

@@ -73,7 +73,7 @@ def ingest(obj: _Context, paths: tuple[Path, ...], as_json: bool) -> None:
         raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
     c = obj.components
     summary = run_ingest(paths, c.store, c.embedder, progress=None if not as_json else False,
-                         source_url=c.settings.source_url)
+                         source_url=c.settings.source_url, limits=c.settings.ingest_limits())
     if as_json:
         _emit(summary.as_json())
         return

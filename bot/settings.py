@@ -11,6 +11,14 @@ from pathlib import Path
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ingest.limits import (
+    MAX_FILE_BYTES,
+    MAX_HTML_DEPTH,
+    MAX_INFLATED_BYTES,
+    MAX_PDF_PAGES,
+    MAX_TEXT_CHARS,
+    Limits,
+)
 from search.errors import ConfigError
 
 
@@ -69,6 +77,18 @@ class Settings(BaseSettings):
         9091, ge=0, le=65535,
         description="Socket Mode: port of /healthz, /readyz and /metrics (0 = off)")
     log_format: str = Field("auto", pattern="^(auto|json|console)$")
+    # Per-file limits of `citebot ingest` (ingest/limits.py, beside what set each default).
+    ingest_max_bytes: int = Field(MAX_FILE_BYTES, gt=0, description="bytes of one file")
+    ingest_max_pages: int = Field(MAX_PDF_PAGES, gt=0, description="pages of one PDF")
+    ingest_max_chars: int = Field(MAX_TEXT_CHARS, gt=0, description="extracted characters of one file")
+    ingest_max_depth: int = Field(MAX_HTML_DEPTH, gt=0, description="open HTML elements at once")
+    ingest_max_inflated_bytes: int = Field(
+        MAX_INFLATED_BYTES, gt=0, description="one PDF stream, decompressed")
+
+    def ingest_limits(self) -> Limits:
+        return Limits(max_bytes=self.ingest_max_bytes, max_pages=self.ingest_max_pages,
+                      max_chars=self.ingest_max_chars, max_depth=self.ingest_max_depth,
+                      max_inflated_bytes=self.ingest_max_inflated_bytes)
 
     @field_validator("es_url", "slack_api_url", "anthropic_base_url", "redis_url")
     @classmethod

@@ -250,6 +250,7 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
         rate_limit_per_minute=settings.rate_limit_per_minute,
         socket_mode=socket_mode, listener_workers=listener_workers, turn_workers=turn_workers,
         source_url=settings.source_url,
+        stream_answers=settings.anthropic_api_key is not None,
     )
     bot = SlackBot(
         config, client, identity,

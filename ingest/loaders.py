@@ -15,6 +15,7 @@ from urllib.parse import urljoin
 
 from ingest import furniture
 from ingest.document import LoadedDocument, Paragraph, Section
+from ingest.limits import DEFAULT_LIMITS, Limits, over, read_file
 from search.errors import IngestError
 
 FORMATS = {
@@ -69,7 +70,8 @@ def decode_text(data: bytes, source: str) -> str:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise IngestError(f"{source}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+        raise IngestError(f"{source}: not UTF-8 ({exc.reason} at byte {exc.start:,}); convert it, e.g. "
+                          "iconv -f latin1 -t utf-8") from exc
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -154,10 +156,18 @@ class _HTMLOutline(HTMLParser):
     # An open element of these is closed by the next one of the same kind.
     SELF_CLOSING = frozenset({"li", "dt", "dd", "tr", "td", "th", "p", "option"})
     NEVER_FURNITURE = frozenset({"html", "body", "main", "article"})
+    # Real pages nest at most 63 elements deep (sqlite's changelog); an unbounded scan let
+    # "<ul><li><div>" + "<span>" * 990 + "<li>x</li>" * 100_000 (1 MB) take 23.7 s.
+    SCOPE_SCAN = 128
 
-    def __init__(self, main_only: bool = False) -> None:
+    def __init__(self, main_only: bool = False, max_depth: int = DEFAULT_LIMITS.max_depth) -> None:
         super().__init__(convert_charrefs=True)
         self.outline = _Outline()
+        self.max_depth = max_depth
+        # How many of each tag are open: an end tag with none open is dropped at once (a
+        # scan of the stack for each stray end tag made "<div>"*10000 + "</span>"*10000
+        # quadratic: 2.6 s, and minutes at 100,000).
+        self.open_tags: dict[str, int] = {}
         # The paragraph being read, as (text, kind) segments: kind is "text", "link"
         # (a link to another page), "anchor" (a link within the page) or "nav".
         self.buf: list[list[str]] = []
@@ -206,16 +216,22 @@ class _HTMLOutline(HTMLParser):
         role = (attrs.get("role") or "").lower()
         content = tag in furniture.CONTENT_TAGS or role in furniture.CONTENT_ROLES
         main = tag == "main" or role == "main"
+        if len(self.stack) >= self.max_depth:
+            raise _TooDeep(len(self.stack) + 1)
         self.stack.append((tag, mute, content, main, mute or self._silent))
+        self.open_tags[tag] = self.open_tags.get(tag, 0) + 1
         self.muted += mute
         self.content += content
         self.main += main
 
     def _pop_to(self, tag: str) -> bool:
+        if not self.open_tags.get(tag):
+            return False
         for i in range(len(self.stack) - 1, -1, -1):
             if self.stack[i][0] == tag:
                 while len(self.stack) > i:
                     t, mute, content, main, silent = self.stack.pop()
+                    self.open_tags[t] -= 1
                     self.muted -= mute
                     self.content -= content
                     self.main -= main
@@ -239,9 +255,10 @@ class _HTMLOutline(HTMLParser):
             self.in_title = True
         if tag == "body":
             self._pop_to("head")  # an unclosed <head> ends where the body starts
-        if tag in self.SELF_CLOSING and self.stack:
-            # <li> closes an open <li> of the same list, <p> an open <p>, and so on.
-            for t, *_ in reversed(self.stack):
+        if tag in self.SELF_CLOSING and self.open_tags.get(tag):
+            # <li> closes an open <li> of the same list, <p> an open <p>, and so on; looked
+            # for among the nearest SCOPE_SCAN open elements only.
+            for t, *_ in reversed(self.stack[-self.SCOPE_SCAN:]):
                 if t == tag:
                     self._pop_to(tag)
                     break
@@ -427,15 +444,27 @@ class _HTMLOutline(HTMLParser):
 _MAIN_LANDMARK = re.compile(r"<main[\s>]|\brole\s*=\s*[\"']?main\b", re.IGNORECASE)
 
 
-def load_html(text: str, source: str) -> LoadedDocument:
-    """An HTML page as sections; with a main landmark, only what is inside it."""
-    parser = _HTMLOutline(main_only=bool(_MAIN_LANDMARK.search(text)))
-    parser.feed(text)
-    parser.close()
-    if parser.main_only and not parser.outline.result():  # an empty main: read the whole page
-        parser = _HTMLOutline()
+class _TooDeep(Exception):
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+
+
+def _parse_html(text: str, source: str, main_only: bool, limits: Limits) -> _HTMLOutline:
+    parser = _HTMLOutline(main_only=main_only, max_depth=limits.max_depth)
+    try:
         parser.feed(text)
         parser.close()
+    except _TooDeep as exc:
+        raise over(f"{source}: HTML nested", f"{exc.depth:,} elements deep", limits.max_depth,
+                   "CITEBOT_INGEST_MAX_DEPTH") from None
+    return parser
+
+
+def load_html(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> LoadedDocument:
+    """An HTML page as sections; with a main landmark, only what is inside it."""
+    parser = _parse_html(text, source, bool(_MAIN_LANDMARK.search(text)), limits)
+    if parser.main_only and not parser.outline.result():  # an empty main: read the whole page
+        parser = _parse_html(text, source, False, limits)
     title = " ".join("".join(parser.title).split()) or parser.outline.first_heading()
     return LoadedDocument(source, title or Path(source).stem, "html", parser.outline.result(),
                           url=parser.address())
@@ -448,19 +477,39 @@ _PDF_HEADING = re.compile(r"^(\d+(?:\.\d+)*)\.?\s+([A-Z][^.!?]{1,80})$")
 _DOT_LEADER = re.compile(r"\.{6,}\s*\S+$")
 
 
-def load_pdf(data: bytes, source: str) -> LoadedDocument:
+def load_pdf(data: bytes, source: str, limits: Limits = DEFAULT_LIMITS) -> LoadedDocument:
     """PDF pages with their printed page labels; numbered lines become headings."""
     import io
 
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
+    from pypdf import PdfReader, apply_configuration
+    from pypdf.errors import LimitReachedError, PyPdfError
 
+    inflated = limits.max_inflated_bytes
     try:
-        reader = PdfReader(io.BytesIO(data))
-        labels = list(reader.page_labels)
-        pages = [(labels[i] if i < len(labels) else str(i + 1), p) for i, p in enumerate(reader.pages)]
-        texts = [(label, page.extract_text(extraction_mode="layout") or "") for label, page in pages]
-    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
+        # A stream that inflates past the limit (a decompression bomb) stops pypdf there.
+        with apply_configuration(zlib_maximum_output_length=inflated, lzw_maximum_output_length=inflated,
+                                 run_length_maximum_output_length=inflated,
+                                 jbig2_maximum_output_length=inflated, brotli_maximum_output_length=inflated,
+                                 array_based_stream_maximum_output_length=inflated):
+            reader = PdfReader(io.BytesIO(data))
+            if len(reader.pages) > limits.max_pages:
+                raise over(f"{source}: PDF of", f"{len(reader.pages):,} pages", limits.max_pages,
+                           "CITEBOT_INGEST_MAX_PAGES")
+            labels = list(reader.page_labels)
+            texts: list[tuple[str, str]] = []
+            chars = 0
+            for i, page in enumerate(reader.pages):
+                text = page.extract_text(extraction_mode="layout") or ""
+                chars += len(text)
+                if chars > limits.max_chars:
+                    raise over(f"{source}: PDF text of", f"over {chars:,} characters by page {i + 1}",
+                               limits.max_chars, "CITEBOT_INGEST_MAX_CHARS")
+                texts.append((labels[i] if i < len(labels) else str(i + 1), text))
+    except LimitReachedError as exc:
+        raise IngestError(f"{source}: PDF stream inflates past {inflated:,} bytes, a decompression "
+                          f"bomb or a huge image (raise the limit with CITEBOT_INGEST_MAX_INFLATED_BYTES; "
+                          f"pypdf: {exc})") from exc
+    except (PyPdfError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise IngestError(f"{source}: unreadable PDF ({exc})") from exc
     outline = _Outline()
     meta_title = (reader.metadata.title if reader.metadata else None) or None
@@ -497,21 +546,23 @@ def load_pdf(data: bytes, source: str) -> LoadedDocument:
     return LoadedDocument(source, str(title), "pdf", outline.result())
 
 
-def load(path: Path, source: str) -> LoadedDocument:
+def load(path: Path, source: str, limits: Limits = DEFAULT_LIMITS) -> LoadedDocument:
     """Load one file by its extension; IngestError says why a file cannot be used."""
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise IngestError(f"{source}: unsupported format {path.suffix or '(no extension)'!r}")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(f"{source}: unreadable ({exc.strerror or exc})") from exc
+    data, _stamp = read_file(path, source, limits)
+    return parse(data, fmt, source, limits)
+
+
+def parse(data: bytes, fmt: str, source: str, limits: Limits = DEFAULT_LIMITS) -> LoadedDocument:
+    """A file's bytes, read once (ingest.limits.read_file), as a document of format `fmt`."""
     if not data.strip():
         raise IngestError(f"{source}: empty file")
     if fmt == "pdf":
         if not data.startswith(b"%PDF"):
             raise IngestError(f"{source}: not a PDF (no %PDF header)")
-        doc = load_pdf(data, source)
+        doc = load_pdf(data, source, limits)
     else:
         text = decode_text(data, source)
         if fmt == "markdown":
@@ -519,7 +570,10 @@ def load(path: Path, source: str) -> LoadedDocument:
         elif fmt == "text":
             doc = load_markdown(text, source, atx=False, fmt="text")
         else:
-            doc = load_html(text, source)
+            doc = load_html(text, source, limits)
     if not doc.sections:
         raise IngestError(f"{source}: no text found")
+    chars = sum(len(p.text) for s in doc.sections for p in s.paragraphs)
+    if chars > limits.max_chars:
+        raise over(f"{source}: text of", f"{chars:,} characters", limits.max_chars, "CITEBOT_INGEST_MAX_CHARS")
     return doc

@@ -25,7 +25,13 @@ summary's warnings say why, on every run until it is fixed.
 
 Links: a symbolic or hard link that leads out of the ingested folder is skipped with a
 reason, never followed. Library warnings raised while a file is read (pypdf's and
-others') go to the log at debug level with the file's name, not to the terminal.
+others') go to the log at debug level with the file's name, not to the terminal; the
+summary counts them per file (`warnings`).
+
+Hostile files: each file is read once, bounded by the limits of ingest/limits.py (bytes,
+PDF pages, extracted characters, HTML depth, inflated PDF streams); one over a limit, a
+FIFO or device, or a file that changes while it is read or before its chunks are
+written is skipped with its reason, and the stored version of it, if any, stays.
 """
 
 from __future__ import annotations
@@ -48,7 +54,8 @@ from ingest.chunker import ChunkingConfig, chunk_document, doc_id_for
 from ingest.document import LoadedDocument
 from ingest.embedder import Embedder
 from ingest.furniture import repeated_blocks
-from ingest.loaders import FORMATS, load
+from ingest.limits import DEFAULT_LIMITS, Limits, file_stamp, read_file
+from ingest.loaders import FORMATS, load, parse
 from search import calibration, links
 from search.errors import IngestError
 from search.store import Store
@@ -72,7 +79,8 @@ class Skipped:
 
 @dataclass
 class IngestWarning:
-    """A file ingested with something left out, and why (a document's unusable address)."""
+    """A file ingested with something left out or read with complaints, and why (a document's
+    unusable address; library warnings while it was read, counted)."""
 
     source: str
     reason: str
@@ -198,8 +206,9 @@ def discover(paths: Iterable[Path], within: Path | None = None) -> tuple[list[Fo
 
 
 @contextmanager
-def library_warnings(source: str) -> Iterator[None]:
-    """Warnings that libraries raise or log while one file is read go to the log (debug)."""
+def library_warnings(source: str, warned: list[IngestWarning] | None = None) -> Iterator[None]:
+    """Warnings that libraries raise or log while one file is read go to the log (debug);
+    with `warned`, one line per file counting them is added to it."""
     records: list[logging.LogRecord] = []
 
     class _Collect(logging.Handler):
@@ -226,6 +235,12 @@ def library_warnings(source: str) -> Iterator[None]:
             log.debug("library_warning", source=source, library=record.name, message=record.getMessage())
         for w in caught:
             log.debug("library_warning", source=source, library=w.category.__name__, message=str(w.message))
+        messages = [r.getMessage() for r in records] + [str(w.message) for w in caught]
+        if warned is not None and messages:
+            first = " ".join(messages[0].split())
+            first = first if len(first) <= 120 else first[:119] + "…"
+            warned.append(IngestWarning(source, f"{len(messages)} library warning(s) while reading, the first: "
+                                         f"{first!r} (all in the log at debug level)"))
 
 
 def without(doc: LoadedDocument, blocks: set[str]) -> LoadedDocument:
@@ -306,29 +321,33 @@ class _Read:
     found: Found
     content_hash: str
     doc: LoadedDocument | None  # loaded when it may need writing, or is judged for furniture
+    stamp: tuple[int, int, int] | None = None  # (size, mtime, inode) when it was read
 
 
-def _read(f: Found, stored: dict[str, tuple[str, Path]]) -> _Read:
-    """Hash a file and load it when it changed; text formats always, for the repetition rule."""
+def _read(f: Found, stored: dict[str, tuple[str, Path]], limits: Limits = DEFAULT_LIMITS,
+          warned: list[IngestWarning] | None = None) -> _Read:
+    """Read a file once, hash it, and load it when it changed; text formats always, for the
+    repetition rule."""
     if not f.path.exists():
         raise IngestError(f"{f.source}: no such file")
     fmt = FORMATS.get(f.path.suffix.lower())
     if fmt is None:
         raise IngestError(f"{f.source}: unsupported format {f.path.suffix or '(no extension)'!r}")
-    content_hash = hashlib.sha256(f.path.read_bytes()).hexdigest()
+    data, stamp = read_file(f.path, f.source, limits)
+    content_hash = hashlib.sha256(data).hexdigest()
     old = stored.get(f.source)
     if fmt not in REPETITION_FORMATS and old == (content_hash, f.origin):
-        return _Read(f, content_hash, None)
-    with library_warnings(f.source):
-        doc = load(f.path, f.source)
-    return _Read(f, content_hash, doc)
+        return _Read(f, content_hash, None, stamp)
+    with library_warnings(f.source, warned):
+        doc = parse(data, fmt, f.source, limits)
+    return _Read(f, content_hash, doc, stamp)
 
 
 def _paragraphs(doc: LoadedDocument) -> list[str]:
     return [p.text for s in doc.sections for p in s.paragraphs]
 
 
-def _furniture(reads: list[_Read], walked: set[Path]) -> dict[str, set[str]]:
+def _furniture(reads: list[_Read], walked: set[Path], limits: Limits = DEFAULT_LIMITS) -> dict[str, set[str]]:
     """Per source, the paragraphs framing most pages of the same ingested folder."""
     groups: dict[Path | None, dict[str, list[str]]] = defaultdict(dict)
     members: dict[Path | None, set[str]] = defaultdict(set)
@@ -343,7 +362,7 @@ def _furniture(reads: list[_Read], walked: set[Path]) -> dict[str, set[str]]:
                 if f.source not in pages and FORMATS.get(f.path.suffix.lower()) in REPETITION_FORMATS:
                     try:
                         with library_warnings(f.source):
-                            pages[f.source] = _paragraphs(load(f.path, f.source))
+                            pages[f.source] = _paragraphs(load(f.path, f.source, limits))
                     except (IngestError, OSError):
                         continue
     out: dict[str, set[str]] = {}
@@ -353,7 +372,8 @@ def _furniture(reads: list[_Read], walked: set[Path]) -> dict[str, set[str]]:
 
 
 def prepare(
-    paths: Iterable[Path], stored: dict[str, str] | None = None, within: Path | None = None
+    paths: Iterable[Path], stored: dict[str, str] | None = None, within: Path | None = None,
+    limits: Limits = DEFAULT_LIMITS, warned: list[IngestWarning] | None = None,
 ) -> tuple[list[_Read], list[Skipped], dict[str, set[str]]]:
     """Discover, name, read and judge furniture: everything before chunking, no store writes."""
     paths = [Path(p) for p in paths]
@@ -364,14 +384,14 @@ def prepare(
     reads: list[_Read] = []
     for f in found:
         try:
-            reads.append(_read(f, known))
+            reads.append(_read(f, known, limits, warned))
         except IngestError as exc:
             skipped.append(Skipped(f.source, str(exc).removeprefix(f"{f.source}: ")))
         except OSError as exc:
             skipped.append(Skipped(f.source, f"unreadable ({exc.strerror or exc})"))
     # A selection `within` a folder is judged among itself, not with the folder's other pages.
     walked = {p.resolve() for p in paths if p.is_dir()} | ({within.resolve()} if within else set())
-    return reads, skipped, _furniture(reads, walked)
+    return reads, skipped, _furniture(reads, walked, limits)
 
 
 def load_collection(paths: Iterable[Path]) -> tuple[list[LoadedDocument], list[Skipped]]:
@@ -391,6 +411,7 @@ def ingest(
     chunking: ChunkingConfig | None = None,
     progress: bool | None = None,
     within: Path | None = None,
+    limits: Limits = DEFAULT_LIMITS,
     source_url: str | None = None,
 ) -> IngestSummary:
     """Ingest files and folders into the store; see the module docstring (and `discover` for
@@ -426,7 +447,7 @@ def _ingest(
     stored = store.document_hashes()
     known = {s: parse_fingerprint(v) for s, v in stored.items()}
     paths = [Path(p) for p in paths]
-    reads, skipped, furniture = prepare(paths, stored, within)
+    reads, skipped, furniture = prepare(paths, stored, within, limits, summary.warnings)
     summary.skipped = skipped
     show = sys.stderr.isatty() if progress is None else progress
     bar = tqdm(reads, unit="file", disable=not show, file=sys.stderr, desc="ingest")
@@ -454,6 +475,12 @@ def _ingest(
         doc_id = doc_id_for(f.source)
         chunks = chunk_document(doc, doc_id, embedder.count_tokens, chunking)
         windows = embedder.embed_chunks(chunks)
+        if file_stamp(f.path) != r.stamp:
+            # Saved again while it was chunked and embedded: what was read is no longer the
+            # file, so nothing is written and the stored version (if any) stays.
+            summary.skipped.append(Skipped(f.source, "changed while it was being ingested; the stored "
+                                                     "version, if any, is kept: ingest again once it is saved"))
+            continue
         store.replace_document(
             DocumentRecord(doc_id, f.source, fingerprint(content_hash, f.origin), doc.title, doc.format),
             chunks, windows,

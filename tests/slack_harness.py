@@ -65,7 +65,7 @@ def start_bot(standin, test_embedder):
         if store is not None:
             components.store = store
         bot = build_bot(components)
-        server = SlackHttpServer(bot.app, host="127.0.0.1", port=0,
+        server = SlackHttpServer(bot.app, signing_secret=SIGNING_SECRET, host="127.0.0.1", port=0,
                                  readiness=components.readiness).start()
         harness = Harness(components, bot, server, SlackSender(server.url))
         started.append(harness)
@@ -100,11 +100,13 @@ def bot_replies(standin: SlackStandIn, channel: str, thread_ts: str) -> list[dic
 
 
 def block_text(blocks: list[dict]) -> str:
-    """Every text in the blocks, in order (sections, context elements, buttons)."""
+    """Every text in the blocks, in order (sections, markdown, context elements, buttons)."""
     out: list[str] = []
     for b in blocks:
         if isinstance(b.get("text"), dict):
             out.append(b["text"]["text"])
+        elif b.get("type") == "markdown":
+            out.append(b["text"])
         for e in b.get("elements", []):
             if isinstance(e.get("text"), dict):
                 out.append(e["text"]["text"])

@@ -163,7 +163,7 @@ def test_bad_or_missing_data_is_said_in_the_view_and_counted(standin, start_bot,
 def test_the_home_tab_reads_recent_turns_from_redis(standin, start_bot, small_store, redis_prefix):
     h = start_bot(small_store, redis_url=real_redis_url(), redis_prefix=redis_prefix)
     events = [mention(standin, q, user="UALICE") for q in (QUESTION, "What are the company values?")]
-    for event in events:  # one after the other: two turns at once may finish in either order
+    for event in events:  # one at a time: the pool may finish two concurrent turns in either order
         h.sender.event(event)
         h.drain()
     ids = [one_answer(standin, e)[1] for e in events]

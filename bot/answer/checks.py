@@ -1,4 +1,5 @@
-"""Checks in code, after an answer is written; none rewrites the answer.
+"""Checks in code, after an answer is written (or, streamed, after each of its sentences);
+none rewrites the answer: `flag_inline` only adds a mark and a reason after each failure.
 
 - citations: every [N] resolves to a passage given this turn;
 - quotations: every double-quoted span followed by [N] is found in passage N through one
@@ -36,6 +37,9 @@ _SPACE_RE = re.compile(r"\s+")
 def normalise(text: str) -> str:
     """The one normaliser: both the quotation and the source go through it."""
     text = unicodedata.normalize("NFKC", text)  # also folds non-breaking spaces
+    # The prompt escapes "<" of a tag of ours inside passage text (bot/answer/prompt.py):
+    # a model quoting the escaped form quotes the document.
+    text = text.replace("&lt;", "<")
     text = "".join(_QUOTES.get(c, c) for c in text)
     text = _ELLIPSIS_RE.sub(" " + ELLIPSIS + " ", text)
     text = _DASH_RE.sub(" - ", text)
@@ -171,7 +175,7 @@ _MARKER_WITH_SPACE = re.compile(r"\s*\[\d+\]")
 _LEAD = re.compile(r"^[\s\u2022*\-\u2013\u2014]+")
 
 
-def _inside_quotation(text: str, pos: int) -> bool:
+def inside_quotation(text: str, pos: int) -> bool:
     before = text[:pos]
     return before.count('"') % 2 == 1 or before.count("\u201c") > before.count("\u201d")
 
@@ -182,7 +186,7 @@ def cited_sentences(answer: str) -> list[CitedSentence]:
     start = 0
     for m in sentences.ends(answer):
         blank_line = not m.group(0).strip() and m.group(0) != "\n"
-        if not blank_line and _inside_quotation(answer, m.end()):
+        if not blank_line and inside_quotation(answer, m.end()):
             continue
         spans.append((start, m.end()))
         start = m.end()
@@ -236,3 +240,28 @@ def check_answer(
                 found_in=found_in, start=m.start(), end=m.end(),
             ))
     return report
+
+
+def flag_inline(answer: str, report: CheckReport) -> str:
+    """The answer with a visible mark and a short reason after each failed check."""
+    inserts: list[tuple[int, str]] = []
+    for q in report.quotes:
+        if not q.verified:
+            inserts.append((q.end, f" ⚠️ [quote check failed: {q.reason}]"))
+    for c in report.citations:
+        if not c.resolved:
+            inserts.append((c.start + len(c.marker), " ⚠️ [citation points to no passage given]"))
+        elif not c.retrieved:
+            inserts.append((c.start + len(c.marker), " ⚠️ [citation to a passage not retrieved this turn]"))
+    for claim in report.claims:
+        if claim.supported is False:
+            inserts.append((claim.end, f" ⚠️ [claim check failed: {claim.reason}]"))
+    out = answer
+    for pos, text in sorted(inserts, key=lambda x: -x[0]):
+        pos = min(pos, len(out))
+        # Place the flag right after the quote's marker, before the white space that follows
+        # it (a quotation's match takes in the spaces and line breaks after its markers).
+        while pos > 0 and out[pos - 1].isspace():
+            pos -= 1
+        out = out[:pos] + text + out[pos:]
+    return out

@@ -34,7 +34,9 @@ from bot.answer.passages import Passage
 from bot.answer.prompt import (
     Prompt,
     answer_prompt,
+    REFUSAL_TOKEN,
     condense_prompt,
+    echoed_refusal,
     judge_prompt,
     parse_refusal,
     parse_verdict,
@@ -181,11 +183,16 @@ class Messages:
     def create(
         self, prompt: Prompt, max_tokens: int, errors: list[str], *,
         purpose: str, deadline: float | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> Exchange:
         """One reply, retried within the budget; ComposeError once it cannot be had.
 
-        Each failed attempt is appended to `errors` ("attempt 2: HTTP 529 …").
+        Each failed attempt is appended to `errors` ("attempt 2: HTTP 529 …"). With
+        `on_text`, the reply is streamed (messages.stream) and each text delta handed to it
+        as it arrives; once any text has been handed on, a failure is not retried (a second
+        attempt would write another answer after the start of the first): ComposeError.
         """
+        streamed: list[str] = []  # the deltas handed to on_text
         started = self.clock()
         deadline = started + self.budget_s if deadline is None else deadline
         attempt = 0
@@ -199,10 +206,13 @@ class Messages:
             timeout = min(self.timeout_s, remaining)
             wait: float | None = None
             try:
-                message = self.client.messages.create(
-                    model=self.model, max_tokens=max_tokens, system=prompt.system,
-                    messages=[{"role": "user", "content": prompt.user}], timeout=timeout,
-                )
+                if on_text is None:
+                    message = self.client.messages.create(
+                        model=self.model, max_tokens=max_tokens, system=prompt.system,
+                        messages=[{"role": "user", "content": prompt.user}], timeout=timeout,
+                    )
+                else:
+                    message = self._stream(prompt, max_tokens, timeout, on_text, streamed)
                 return Exchange(message, attempt, round((self.clock() - started) * 1000, 2))
             except anthropic.APITimeoutError:
                 what = f"timed out after {timeout:.1f} s"
@@ -221,6 +231,8 @@ class Messages:
                 log.warning("anthropic_call_failed", purpose=purpose, attempt=attempt, error=what)
                 raise ComposeError(f"the model's reply was malformed ({what})") from exc
             errors.append(f"attempt {attempt}: {what}")
+            if streamed:  # the caller has shown part of this answer: no second one
+                raise ComposeError(f"{what} after the answer began to stream (not retried)")
             asked = wait is not None
             wait = wait if wait is not None else self.backoff_s(attempt)
             left = deadline - self.clock()
@@ -232,6 +244,18 @@ class Messages:
             log.warning("anthropic_retry", purpose=purpose, attempt=attempt, error=what,
                         wait_s=round(wait, 3), retry_after=asked)
             self.sleep(wait)
+
+
+    def _stream(self, prompt: Prompt, max_tokens: int, timeout: float,
+                on_text: Callable[[str], None], streamed: list[str]) -> Any:
+        with self.client.messages.stream(
+            model=self.model, max_tokens=max_tokens, system=prompt.system,
+            messages=[{"role": "user", "content": prompt.user}], timeout=timeout,
+        ) as stream:
+            for text in stream.text_stream:
+                streamed.append(text)
+                on_text(text)
+            return stream.get_final_message()
 
 
 def build_client(settings: Settings) -> anthropic.Anthropic:
@@ -299,6 +323,9 @@ class ClaudeComposer:
         self.max_tokens = max_tokens
         self.claim_judge = claim_judge
 
+    # Writes its answer as a stream: compose(on_text=…) hands each piece on as it arrives.
+    streams = True
+
     @property
     def model(self) -> str:
         return self.messages.model
@@ -316,13 +343,16 @@ class ClaudeComposer:
         passages: Sequence[Passage],
         definitions: Sequence[GlossaryEntry],
         aliases: Sequence[Expansion],
+        on_text: Callable[[str], None] | None = None,
     ) -> Composition:
+        """The answer; with `on_text`, streamed to it piece by piece as the model writes."""
         prompt = answer_prompt(question, passages, definitions, aliases)
         errors: list[str] = []
         started = self.messages.clock()
         usage: dict[str, int] = {}
         try:
-            exchange = self.messages.create(prompt, self.max_tokens, errors, purpose="answer")
+            exchange = self.messages.create(prompt, self.max_tokens, errors, purpose="answer",
+                                            on_text=on_text)
             usage = exchange.usage
             text = _readable(exchange, errors)
         except ComposeError as exc:
@@ -338,6 +368,14 @@ class ClaudeComposer:
             timings_ms={"model": model_ms},
         )
         reason = parse_refusal(text)
+        echoed = echoed_refusal(reason, [(p.number, p.text) for p in passages]) if reason else None
+        if echoed is not None:
+            # The document wrote the refusal and the model repeated it: not a decline.
+            errors.append(f"the reply repeated a {REFUSAL_TOKEN} line written in passage [{echoed}]")
+            return self._fallback(
+                f"its reply repeated a {REFUSAL_TOKEN} line that passage [{echoed}] holds (document text, "
+                "not the model's judgement)", question, passages, definitions, aliases, prompt, errors,
+                usage, model_ms, backend_error=False)
         if stop == "refusal":
             reason = reason or "the model declined to answer (stop_reason: refusal)"
         if reason is not None:
@@ -352,10 +390,11 @@ class ClaudeComposer:
     def _fallback(
         self, reason: str, question: str, passages: Sequence[Passage],
         definitions: Sequence[GlossaryEntry], aliases: Sequence[Expansion], prompt: Prompt,
-        errors: list[str], usage: dict[str, int], model_ms: float,
+        errors: list[str], usage: dict[str, int], model_ms: float, *, backend_error: bool = True,
     ) -> Composition:
         log.warning("compose_fallback", model=self.model, reason=reason, attempts=len(errors))
-        BACKEND_ERRORS.labels("anthropic").inc()
+        if backend_error:
+            BACKEND_ERRORS.labels("anthropic").inc()
         started = self.messages.clock()
         comp = self.fallback.compose(question, passages, definitions, aliases)
         own = comp.label or f"{comp.composer} answer"

@@ -6,7 +6,12 @@ arrives in its own place: instructions in the system prompt only; passages as
 glossary definitions as `<our_definition …>` and alias claims as `<our_alias_claim …/>`.
 Attribute values are escaped. Passage text is verbatim except that a tag of ours
 written inside it (`</passage>`, `<our_definition`, …) has its `<` escaped, so a
-document can never close its own passage and speak outside it.
+document can never close its own passage and speak outside it. A tag is recognised as a
+reader would see it: with spaces or invisible characters (zero-width, soft hyphen,
+direction marks) between its `<`, `/` and letters, in any case, in full-width letters,
+and with a look-alike of `<` (full-width, small); the look-alike becomes `&lt;` too, which the checks' normaliser
+folds back (bot/answer/checks.py). A refusal line written in a passage, echoed by the
+model as its reply, is the document's text, not the model's judgement (`echoed_refusal`).
 """
 
 from __future__ import annotations
@@ -28,8 +33,18 @@ UNSUPPORTED = "UNSUPPORTED"
 
 # Tags the prompts use: inside document text they are neutralised (see module docstring).
 _OUR_TAGS = ("passages", "passage", "our_definitions", "our_definition", "our_alias_claims",
-             "our_alias_claim", "question", "earlier_turn", "follow_up", "sentence")
-_TAG_RE = re.compile(r"<(/?\s*(?:" + "|".join(_OUR_TAGS) + r"))\b", re.IGNORECASE)
+             "our_alias_claim", "question", "earlier_turn", "answer", "follow_up", "sentence")
+# Characters a reader does not see: soft hyphen, combining grapheme joiner, Arabic letter
+# mark, Mongolian vowel separator, zero-width space/joiners and direction marks, word
+# joiner and invisible operators, BOM.
+_INVISIBLE = "\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u206a-\u206f\ufeff"
+_GAP = f"[\\s{_INVISIBLE}]*"
+# "<" and what reads as it: full-width, small form, angle brackets.
+_OPEN = "<\uff1c\ufe64\u2329\u3008\u27e8"
+# Each letter of a name also in its full-width form (U+FF01-FF5E mirror ASCII), and "/" too.
+_NAMES = "|".join(f"[{_INVISIBLE}]*".join(f"[{re.escape(c)}{chr(ord(c) + 0xFEE0)}]" for c in name)
+                  for name in sorted(_OUR_TAGS, key=len, reverse=True))
+_TAG_RE = re.compile(f"[{_OPEN}]({_GAP}[/\uff0f]?{_GAP}(?:{_NAMES}))(?![\\w])", re.IGNORECASE)
 _REFUSAL_RE = re.compile(r"^\s*\W*" + REFUSAL_TOKEN + r"\W*[:\-–—]?\s*(.*)", re.DOTALL)
 
 # An earlier answer is context for a follow-up, never a source: this much is enough
@@ -110,7 +125,20 @@ def attribute(value: str) -> str:
 
 def neutralise(text: str) -> str:
     """Document text as given, except that a tag of ours written inside it cannot open or close."""
-    return _TAG_RE.sub(r"&lt;\1", text)
+    return _TAG_RE.sub(lambda m: "&lt;" + m.group(1), text)
+
+
+def echoed_refusal(reason: str, passages: Sequence[tuple[int, str]]) -> int | None:
+    """The passage whose own text holds the refusal token and this reason, if any: the
+    model repeated a line the document wrote (an injection), it did not decline."""
+    said = " ".join(reason.split()).casefold().strip(" .")
+    if not said:
+        return None
+    for number, text in passages:
+        flat = " ".join(text.split()).casefold()
+        if REFUSAL_TOKEN.casefold() in flat and said in flat:
+            return number
+    return None
 
 
 def passage_tag(number: int, source: str, heading: str, text: str, superseded: bool = False) -> str:

@@ -13,12 +13,13 @@ from typing import Any
 
 import structlog
 
-from bot.answer.checks import CheckReport, ClaimJudge, check_answer
+from bot.answer.checks import ClaimJudge, check_answer, flag_inline
 from bot.answer.compose import Composer, Composition
 from bot.answer.condense import condense
 from bot.answer.gate import Gate
 from bot.answer.passages import Passage, select_passages
 from bot.answer.record import TurnRecord, error_text, failure_text, new_turn_id
+from bot.answer.release import SentenceRelease, Sink
 from bot.memory.redis import RedisUnavailable
 from bot.memory.state import ConversationState, PriorTurn
 from bot.memory.turnlog import TurnLog
@@ -31,29 +32,6 @@ from search.text import content_words, words
 from search.types import Chunk
 
 log = structlog.get_logger("citebot.turn")
-
-def flag_inline(answer: str, report: CheckReport) -> str:
-    """The answer with a visible mark and a short reason after each failed check."""
-    inserts: list[tuple[int, str]] = []
-    for q in report.quotes:
-        if not q.verified:
-            inserts.append((q.end, f" ⚠️ [quote check failed: {q.reason}]"))
-    for c in report.citations:
-        if not c.resolved:
-            inserts.append((c.start + len(c.marker), " ⚠️ [citation points to no passage given]"))
-        elif not c.retrieved:
-            inserts.append((c.start + len(c.marker), " ⚠️ [citation to a passage not retrieved this turn]"))
-    for claim in report.claims:
-        if claim.supported is False:
-            inserts.append((claim.end, f" ⚠️ [claim check failed: {claim.reason}]"))
-    out = answer
-    for pos, text in sorted(inserts, key=lambda x: -x[0]):
-        pos = min(pos, len(out))
-        # Place the flag after trailing spaces of the quote, before the next word.
-        while pos > 0 and out[pos - 1] == " ":
-            pos -= 1
-        out = out[:pos] + text + out[pos:]
-    return out
 
 
 def refusal_text(reason: str, retrieval: Retrieval) -> str:
@@ -104,9 +82,11 @@ class Answerer:
         surface: str = "cli",
         turn_id: str | None = None,
         scope: Scope | None = None,
+        release: Sink | None = None,
     ) -> TurnRecord:
         """One turn; under `scope` (a channel's), only passages the scope allows are
-        retrieved, shown or given to the composer."""
+        retrieved, shown or given to the composer. With `release`, a composer that streams
+        hands it each sentence once checked (bot.answer.release); the record is the same."""
         started = time.perf_counter()
         record = new_record(question, turn_id=turn_id, user=user, channel=channel,
                             thread=thread_key, surface=surface)
@@ -114,7 +94,7 @@ class Answerer:
             record.scope = {"name": scope.name, "sources": list(scope.globs)}
         structlog.contextvars.bind_contextvars(turn_id=record.turn_id)
         try:
-            self._run(record, thread_key, scope)
+            self._run(record, thread_key, scope, release)
         except Exception as exc:  # noqa: BLE001 - the edge of a turn: record it, say it
             fail(record, exc)
         record.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 2)
@@ -122,7 +102,8 @@ class Answerer:
         structlog.contextvars.unbind_contextvars("turn_id")
         return record
 
-    def _run(self, record: TurnRecord, thread_key: str | None, scope: Scope | None = None) -> None:
+    def _run(self, record: TurnRecord, thread_key: str | None, scope: Scope | None = None,
+             release: Sink | None = None) -> None:
         history = self._history(record, thread_key)
         t = time.perf_counter()
         if self.condenser is not None and history:
@@ -166,11 +147,17 @@ class Answerer:
         ]
         glossary = self.retriever.glossary
         t = time.perf_counter()
-        comp: Composition = self.composer.compose(
-            record.condensed_query, passages, glossary.definitions_for(record.condensed_query),
-            retrieval.expansions,
-        )
+        compose_args = (record.condensed_query, passages,
+                        glossary.definitions_for(record.condensed_query), retrieval.expansions)
+        releaser = None
+        if release is not None and getattr(self.composer, "streams", False) and self.claim_judge is None:
+            releaser = SentenceRelease(release, *_grounds(passages, retrieval), started=t)
+            comp: Composition = self.composer.compose(*compose_args, on_text=releaser.feed)
+        else:
+            comp = self.composer.compose(*compose_args)
         record.timings_ms["compose"] = round((time.perf_counter() - t) * 1000, 2)
+        if releaser is not None and releaser.first_ms is not None:
+            record.timings_ms["first_sentence"] = releaser.first_ms
         record.timings_ms.update({f"compose_{k}": v for k, v in comp.timings_ms.items()})
         record.composer, record.model, record.label = comp.composer, comp.model, comp.label
         record.usage, record.prompt_chars = comp.usage, comp.prompt_chars
@@ -192,11 +179,8 @@ class Answerer:
 
     def _check(self, record: TurnRecord, text: str, passages: list[Passage], retrieval: Retrieval) -> None:
         t = time.perf_counter()
-        given = {p.number: (p.chunk.chunk_id, p.text) for p in passages}
         by_number = {p.number: p for p in passages}
-        # Retrieved this turn: the ranked hits and the neighbours widening added to them.
-        retrieved = {h.chunk.chunk_id for h in retrieval.hits} | {p.chunk.chunk_id for p in passages}
-        report = check_answer(text, given, retrieved)
+        report = check_answer(text, *_grounds(passages, retrieval))
         record.timings_ms["checks"] = round((time.perf_counter() - t) * 1000, 2)
         # Only what a model wrote is judged: an extractive answer is the passages' own words.
         if self.claim_judge is not None and record.model is not None:
@@ -249,6 +233,13 @@ class Answerer:
         except Exception as exc:  # noqa: BLE001 - the answer is checked and ready: keep it
             record.errors.append(f"conversation state write failed: {error_text(exc)}")
             log.error("conversation_state_failed", error=error_text(exc))
+
+
+def _grounds(passages: list[Passage], retrieval: Retrieval) -> tuple[dict[int, tuple[str, str]], set[str]]:
+    """What the checks hold an answer to: the passages given (N -> chunk id, text) and every
+    chunk retrieved this turn (the ranked hits and the neighbours widening added to them)."""
+    given = {p.number: (p.chunk.chunk_id, p.text) for p in passages}
+    return given, {h.chunk.chunk_id for h in retrieval.hits} | {p.chunk.chunk_id for p in passages}
 
 
 def new_record(question: str, *, turn_id: str | None = None, user: str | None = None,

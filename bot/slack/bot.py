@@ -13,7 +13,7 @@ Speed and exactly-once: every listener acks at once (Bolt lazy listeners with
 process_before_response, so the ack is written before any work starts) and the work runs
 on a worker pool. Each event is claimed (its event id, and its message) in Redis or in
 this process before any work, so a retried or doubled delivery gets no second reply on any
-replica. A placeholder appears at once and is replaced in place by the answer.
+replica. A status (then Claude's streamed answer: bot.slack.stream) or a placeholder shows at once.
 
 No silent failures: every triggered turn ends in Slack with an answer, a refusal or an
 error message carrying its turn id, also when search, Redis or the model is down.
@@ -73,6 +73,7 @@ from bot.slack.render import (
 )
 from bot.slack.scopes import Admission, ChannelPolicy, Scopes, not_here
 from bot.slack.shortcut import SHORTCUT_CALLBACK_ID, MessageShortcut
+from bot.slack.stream import AnswerStream, Streaming
 from search.errors import CitebotError, ConfigError
 
 log = structlog.get_logger("citebot.slack")
@@ -96,6 +97,7 @@ class BotConfig:
     listener_workers: int = LISTENER_WORKERS
     turn_workers: int = TURN_WORKERS
     source_url: str | None = None  # CITEBOT_SOURCE_URL
+    stream_answers: bool = False  # the composer streams (Claude): status, then sentences
 
 
 class SlackBot:
@@ -133,6 +135,7 @@ class SlackBot:
         self.admission = Admission(client)
         self.command = config.slash_command
         self.delivery = Delivery(client, config.source_url)
+        self.streaming = Streaming(client, self.delivery, identity.team_id, config.stream_answers)
         self.recall = ThreadRecall(client, state, identity)
         self.actions = TurnActions(self.delivery, turnlog, config.slash_command)
         self.pool = WorkPool(config.listener_workers, "citebot-listener")
@@ -285,24 +288,24 @@ class SlackBot:
                 self.turns.submit(contextvars.copy_context().run, self._finish_ephemeral, q,
                                   turn_id, policy)
                 return
-            progress_ts = self.delivery.progress(q, turn_id)
+            stream, progress_ts = self.streaming.begin(q, turn_id)  # a status, or the placeholder
             self.turns.submit(contextvars.copy_context().run, self._finish, q, turn_id, progress_ts,
-                              policy)
+                              policy, stream)
         except Exception as exc:  # noqa: BLE001 - the edge: said in Slack, logged with its trace
             self.delivery.failure(q, turn_id, exc, None)
 
     def _finish(self, q: Question, turn_id: str, progress_ts: str | None,
-                policy: ChannelPolicy | None = None) -> None:
+                policy: ChannelPolicy | None = None, stream: AnswerStream | None = None) -> None:
         """The heavy part of a turn, on the turn pool, in the log context of its event."""
         try:
             if q.in_thread and q.surface != SURFACE_THREAD:
                 self.recall.recall(q)  # a mention inside an older thread: bring its turns back
-            record = self._run_turn(q, turn_id, policy)
+            record = self._run_turn(q, turn_id, policy, stream)
             structlog.contextvars.bind_contextvars(turn_id=turn_id)  # the turn unbinds its own
-            self.delivery.turn(q, record, progress_ts)
+            stream.finish(record) if stream else self.delivery.turn(q, record, progress_ts)
             self._remember(q.user, turn_id)
         except Exception as exc:  # noqa: BLE001 - the edge: said in Slack, logged with its trace
-            self.delivery.failure(q, turn_id, exc, progress_ts)
+            self.delivery.failure(q, turn_id, exc, stream.ts if stream else progress_ts)
 
     def _finish_ephemeral(self, q: Question, turn_id: str, policy: ChannelPolicy) -> None:
         """A turn in an "ephemeral" channel: the answer, with Share, seen by the asker only."""
@@ -314,9 +317,9 @@ class SlackBot:
         except Exception as exc:  # noqa: BLE001 - the edge: said to the asker, logged with its trace
             self.delivery.private_failure(q, turn_id, exc)
 
-    def _run_turn(self, q: Question, turn_id: str, policy: ChannelPolicy | None = None) -> TurnRecord:
-        """The turn; when the pipeline cannot even be built (store empty, search or model
-        unavailable), a failed turn recorded and shown like any other."""
+    def _run_turn(self, q: Question, turn_id: str, policy: ChannelPolicy | None = None,
+                  stream: AnswerStream | None = None) -> TurnRecord:
+        """The turn; a failed one, recorded like any other, when the pipeline cannot be built."""
         try:
             answerer = self.answerer()
         except Exception as exc:  # noqa: BLE001 - the one failure path records it
@@ -324,7 +327,8 @@ class SlackBot:
                                channel=q.channel, thread=q.thread_key, surface=q.surface)
         policy = policy or self.scopes.for_channel(q.channel, q.user)
         return answerer.ask(q.text, thread_key=q.thread_key, user=q.user, channel=q.channel,
-                            surface=q.surface, turn_id=turn_id, scope=policy.scope)
+                            surface=q.surface, turn_id=turn_id, scope=policy.scope,
+                            release=stream.release if stream else None)
 
     def _remember(self, user: str | None, turn_id: str) -> None:
         remember_turn(self.recent, user, turn_id)

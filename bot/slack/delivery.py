@@ -1,7 +1,8 @@
 """Delivery: putting citebot's messages into Slack, so that every turn ends visibly.
 
 A placeholder appears at once and is replaced in place by the answer; if the update is
-refused, the answer is posted fresh and the placeholder removed. Slash-command replies go
+refused, the answer is posted fresh and the placeholder removed. (Claude's answers stream
+instead, bot.slack.stream, and come back to this path when streaming fails.) Slash-command replies go
 through response_url, and as an ephemeral message from the bot when that fails.
 """
 
@@ -23,6 +24,14 @@ log = structlog.get_logger("citebot.slack")
 def failure_notice(exc: BaseException, turn_id: str) -> SlackMessage:
     """The one failure message, as a Slack notice."""
     return render_notice(failure_text(exc, f"`{turn_id}`"), turn_id)
+
+
+def turn_metadata(record: TurnRecord) -> dict:
+    """The message metadata of an answer: how its thread is read back (bot.slack.recall)."""
+    return {"event_type": TURN_EVENT, "event_payload": {
+        "turn_id": record.turn_id, "question": record.question,
+        "condensed_query": record.condensed_query, "error": bool(record.error),
+        "refused": record.refused}}
 
 
 class Delivery:
@@ -54,10 +63,7 @@ class Delivery:
     def turn(self, q: Question, record: TurnRecord, progress_ts: str | None) -> None:
         """The answer in place of the placeholder (or fresh), then any further messages."""
         messages = render_turn(record, url_template=self.url_template)
-        metadata = {"event_type": TURN_EVENT, "event_payload": {
-            "turn_id": record.turn_id, "question": record.question,
-            "condensed_query": record.condensed_query, "error": bool(record.error),
-            "refused": record.refused}}
+        metadata = turn_metadata(record)
         first = messages[0]
         delivered = False
         if progress_ts:

@@ -1,8 +1,9 @@
 """Block Kit rendering of turns within Slack's limits: answers, explanations, help, notices.
 
 Slack's limits (api.slack.com/reference/block-kit): a section's text is at most 3,000
-characters and a message at most 50 blocks. Longer answers split at paragraph, then
-sentence, then word boundaries into more sections and, past 50 blocks, more messages;
+characters, a message's markdown blocks 12,000 in all, and a message at most 50 blocks.
+Claude's text goes in `markdown` blocks, ours in mrkdwn sections. Longer answers split
+cleanly (bot.slack.split) into more blocks and, past a message's limits, more messages;
 the sources, turn id and buttons always close the last one. Every piece of text that
 came from a document or a person is escaped (&, <, >) so it can never become a mention,
 a link or a broken entity.
@@ -22,15 +23,15 @@ from slack_sdk.models.blocks import (
     DividerBlock,
     FeedbackButtonObject,
     FeedbackButtonsElement,
+    MarkdownBlock,
     MarkdownTextObject,
     SectionBlock,
 )
 
-from bot.answer import sentences
 from bot.answer.record import LoggedTurn, TurnRecord
 from bot.slack.mrkdwn import escape, pack_lines, passage_line, unescape  # noqa: F401 (unescape: re-exported)
+from bot.slack.split import MARKDOWN_MAX, SECTION_TEXT_MAX, split_markdown, split_text
 
-SECTION_TEXT_MAX = 3000
 MESSAGE_BLOCKS_MAX = 50
 # The notification text of a message; Slack would truncate at 40,000, people read far less.
 FALLBACK_TEXT_MAX = 3000
@@ -47,8 +48,6 @@ ACTION_FEEDBACK_DOWN = "citebot_feedback_down"
 ACTION_SHARE = "citebot_share"
 ACTION_WHY = "citebot_why"
 FEEDBACK_VALUES = {ACTION_FEEDBACK_UP: "helpful", ACTION_FEEDBACK_DOWN: "not_helpful"}
-
-_ENTITY_TAIL = re.compile(r"&[a-z]{0,4}$")
 
 
 @dataclass(frozen=True)
@@ -70,45 +69,6 @@ def truncate(text: str, limit: int) -> str:
     if cut < limit // 2:
         cut = limit - 1
     return text[:cut].rstrip() + "…"
-
-
-def _cut_point(text: str, limit: int) -> int:
-    """Where to end a piece of at most `limit` characters: the cleanest boundary in reach."""
-    floor = limit // 3  # a boundary this early wastes too much of the section; look further
-    para = text.rfind("\n\n", 0, limit)
-    if para >= floor:
-        return para
-    sentence = 0
-    for m in sentences.ends(text):
-        if m.end() > limit:
-            break
-        sentence = m.end()
-    if sentence >= floor:
-        return sentence
-    for sep in ("\n", " "):
-        pos = text.rfind(sep, 0, limit)
-        if pos >= floor:
-            return pos
-    cut = limit
-    tail = _ENTITY_TAIL.search(text[max(0, cut - 5):cut])  # never halve an &amp; entity
-    if tail:
-        cut -= len(tail.group(0))
-    return cut
-
-
-def split_text(text: str, limit: int = SECTION_TEXT_MAX) -> list[str]:
-    """Pieces of at most `limit` characters whose words, in order, are the text's words."""
-    text = text.strip()
-    pieces: list[str] = []
-    while len(text) > limit:
-        cut = _cut_point(text, limit)
-        piece = text[:cut].rstrip()
-        if piece:
-            pieces.append(piece)
-        text = text[cut:].lstrip()
-    if text:
-        pieces.append(text)
-    return pieces
 
 
 def _sections(text: str) -> list[Block]:
@@ -173,12 +133,18 @@ def _checks_summary(record: TurnRecord) -> str:
     return " · ".join(parts) or "no checks applied"
 
 
+def _markdown_chars(blocks: list[Block]) -> int:
+    return sum(len(b.text) for b in blocks if isinstance(b, MarkdownBlock))
+
+
 def _pack(head: list[Block], trailer: list[Block], texts: list[str]) -> list[SlackMessage]:
-    """Messages of at most 50 blocks: head blocks in order, the trailer whole in the last one."""
+    """Messages of at most 50 blocks and 12,000 characters of markdown blocks: head blocks
+    in order, the trailer whole in the last one."""
     groups: list[list[Block]] = []
     current: list[Block] = []
     for block in head:
-        if len(current) == MESSAGE_BLOCKS_MAX:
+        if len(current) == MESSAGE_BLOCKS_MAX or (
+                current and _markdown_chars([*current, block]) > MARKDOWN_MAX):
             groups.append(current)
             current = []
         current.append(block)
@@ -202,8 +168,31 @@ def render_turn(record: TurnRecord, *, ephemeral: bool = False, shared_by: str |
         head.append(_context(f"<@{escape(shared_by)}> shared an answer from citebot"))
     if show_question or shared_by:
         head.append(_context("*Q:* " + escape(truncate(record.question, SNIPPET_MAX))))
-    head.extend(_sections(escape(record.answer) or "(empty answer)"))
+    head.extend(answer_blocks(record))
+    fallback = escape(truncate(record.answer, FALLBACK_TEXT_MAX - 40))
+    if record.turn_id not in fallback:  # a failure's text names its turn already
+        fallback += f" (turn {escape(record.turn_id)})"
+    return _pack(head, turn_trailer(record, ephemeral=ephemeral, url_template=url_template),
+                 [fallback])
 
+
+def written_by_model(record: TurnRecord) -> bool:
+    """Claude's own text (not a refusal, an error or an extractive fallback)."""
+    return record.model is not None and not record.refused and not record.error
+
+
+def answer_blocks(record: TurnRecord) -> list[Block]:
+    """The answer's text: Claude's in `markdown` blocks (Slack renders its Markdown), one
+    per message's 12,000 characters; ours in mrkdwn sections."""
+    text = escape(record.answer) or "(empty answer)"
+    if written_by_model(record):
+        return [MarkdownBlock(text=piece) for piece in split_markdown(text, MARKDOWN_MAX)]
+    return _sections(text)
+
+
+def turn_trailer(record: TurnRecord, *, ephemeral: bool = False,
+                 url_template: str | None = None) -> list[Block]:
+    """What closes an answer: sources, checks, turn id, buttons and native feedback."""
     trailer: list[Block] = []
     if record.passages and not record.refused and not record.error:
         cited = cited_numbers(record)
@@ -232,11 +221,7 @@ def render_turn(record: TurnRecord, *, ephemeral: bool = False, shared_by: str |
                 negative_button=FeedbackButtonObject(
                     text="Not helpful", value=feedback_value("not_helpful", record.turn_id),
                     accessibility_label="This answer did not help"))]))
-
-    fallback = escape(truncate(record.answer, FALLBACK_TEXT_MAX - 40))
-    if record.turn_id not in fallback:  # a failure's text names its turn already
-        fallback += f" (turn {escape(record.turn_id)})"
-    return _pack(head, trailer, [fallback])
+    return trailer
 
 
 def render_progress(turn_id: str, question: str) -> SlackMessage:

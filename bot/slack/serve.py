@@ -29,7 +29,7 @@ def run(bot: SlackBot, *, port: int = 3000, host: str = "0.0.0.0", socket: bool 
     if socket:
         _run_socket_mode(bot, warm_up, app_token, host, probe_port, readiness)
     else:
-        server = SlackHttpServer(bot.app, host=host, port=port, readiness=readiness)
+        server = SlackHttpServer(bot.app, signing_secret=bot.config.signing_secret or "", host=host, port=port, readiness=readiness)
         warm_up.start()
         stopper = threading.Thread(target=server.stop, name="citebot-stop", daemon=True)
         signal.signal(signal.SIGTERM, lambda *_: stopper.ident is None and stopper.start())

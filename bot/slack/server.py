@@ -6,10 +6,18 @@ can answer (store reachable and stamped for this model, model loaded, Redis answ
 when configured) and 503 with the failing checks otherwise. One thread per connection;
 the slow work never runs here (the Slack adapter acks and hands it to its worker pool),
 so a thread lives for milliseconds.
+
+Before Bolt sees a request to /slack/events, `guarded` checks it in this order, so a
+forged or oversized request costs no parsing: a body over MAX_BODY_BYTES is refused
+with 413 from its Content-Length, unread; the body is read (exactly Content-Length
+bytes); the signature (v0 HMAC of timestamp and raw body, five minutes' tolerance) is
+checked, 401 if it fails; only then does Bolt parse it, and a signed body Bolt cannot
+parse gets 400, never 500.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 from collections.abc import Callable, Iterable
@@ -20,6 +28,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import structlog
 from slack_bolt import App
 from slack_bolt.adapter.wsgi import SlackRequestHandler
+from slack_sdk.signature import SignatureVerifier
 
 from bot.metrics import exposition
 from search.errors import ConfigError
@@ -32,6 +41,10 @@ READY_PATH = "/readyz"
 METRICS_PATH = "/metrics"
 # A client that sends nothing for this long is dropped, so idle sockets cannot pile up.
 REQUEST_TIMEOUT_S = 10
+# Slack's largest requests are block_actions payloads carrying the whole message: at most
+# 50 blocks of 3,000 characters (Slack's limits), 150 KB, or 900 KB if every character
+# were JSON-escaped as \uXXXX. Anything larger is not Slack's and is refused unread.
+MAX_BODY_BYTES = 1 << 20
 
 # Readiness: each check's name -> "ok" or what is wrong.
 Readiness = Callable[[], dict[str, str]]
@@ -83,9 +96,69 @@ def probes(readiness: Readiness | None, inner: WsgiApp = _not_found) -> WsgiApp:
     return application
 
 
-def wsgi_app(app: App, path: str = EVENTS_PATH, readiness: Readiness | None = None) -> WsgiApp:
-    """Bolt's WSGI handler plus the probes; usable under any WSGI server."""
-    return probes(readiness, SlackRequestHandler(app, path=path))
+def _plain(start_response: Callable[..., Any], status: str, text: str) -> Iterable[bytes]:
+    start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+    return [text.encode()]
+
+
+def _signed(verifier: SignatureVerifier, environ: dict, body: bytes) -> bool:
+    timestamp = environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP") or ""
+    signature = environ.get("HTTP_X_SLACK_SIGNATURE") or ""
+    if not timestamp.isascii() or not timestamp.isdigit() or not signature:
+        return False
+    try:
+        return verifier.is_valid(body=body, timestamp=timestamp, signature=signature)
+    except (UnicodeDecodeError, ValueError, OverflowError):  # not text: Slack signs UTF-8 JSON or forms
+        return False
+
+
+def guarded(inner: WsgiApp, signing_secret: str, path: str = EVENTS_PATH,
+            max_body_bytes: int = MAX_BODY_BYTES) -> WsgiApp:
+    """Size limit and signature before `inner` (Bolt) parses anything; see the module docstring."""
+    verifier = SignatureVerifier(signing_secret)
+
+    def application(environ: dict, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") != "POST" or environ.get("PATH_INFO") != path:
+            return inner(environ, start_response)
+        length = (environ.get("CONTENT_LENGTH") or "").strip()
+        if not length.isascii() or not length.isdigit():
+            log.info("slack_request_refused", reason="no Content-Length", status=411)
+            return _plain(start_response, "411 Length Required", "Content-Length required")
+        if int(length) > max_body_bytes:
+            log.info("slack_request_refused", reason="body too large", status=413, bytes=int(length))
+            return _plain(start_response, "413 Content Too Large", f"body over {max_body_bytes} bytes")
+        try:
+            body = environ["wsgi.input"].read(int(length)) if int(length) else b""
+        except OSError:  # the client went away or stalled past REQUEST_TIMEOUT_S
+            return _plain(start_response, "400 Bad Request", "body not received")
+        if len(body) != int(length) or not _signed(verifier, environ, body):
+            log.info("slack_request_refused", reason="signature", status=401)
+            return _plain(start_response, "401 Unauthorized", "invalid request signature")
+        environ = {**environ, "wsgi.input": io.BytesIO(body)}
+        started: list[str] = []
+
+        def recording(status: str, headers: list, exc_info: Any = None) -> Callable[..., Any]:
+            started.append(status)
+            return start_response(status, headers, exc_info)
+
+        try:
+            return inner(environ, recording)
+        except Exception as exc:  # noqa: BLE001 - a signed body Bolt cannot parse
+            if started:
+                raise
+            log.warning("slack_request_unparsable", error=f"{type(exc).__name__}: {exc}"[:300],
+                        content_type=environ.get("CONTENT_TYPE"))
+            return _plain(start_response, "400 Bad Request", "unreadable request body")
+
+    return application
+
+
+def wsgi_app(app: App, signing_secret: str, path: str = EVENTS_PATH,
+             readiness: Readiness | None = None) -> WsgiApp:
+    """Bolt's WSGI handler behind the size and signature guard, plus the probes; usable
+    under any WSGI server. The secret is the one the Bolt app was built with (passed in
+    explicitly: Bolt's own copy is private)."""
+    return probes(readiness, guarded(SlackRequestHandler(app, path=path), signing_secret, path))
 
 
 class _Server:
@@ -142,9 +215,9 @@ class SlackHttpServer(_Server):
 
     LISTENING_EVENT = "slack_http_listening"
 
-    def __init__(self, app: App, *, host: str = "0.0.0.0", port: int = 3000,
+    def __init__(self, app: App, *, signing_secret: str, host: str = "0.0.0.0", port: int = 3000,
                  path: str = EVENTS_PATH, readiness: Readiness | None = None) -> None:
-        super().__init__(wsgi_app(app, path, readiness), host=host, port=port, path=path)
+        super().__init__(wsgi_app(app, signing_secret, path, readiness), host=host, port=port, path=path)
 
 
 class ProbeServer(_Server):

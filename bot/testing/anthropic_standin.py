@@ -12,11 +12,20 @@ its body a byte at a time (`drip()`: every read returns within the client's time
 only a deadline on the whole attempt ends it), send half its body and close (`truncated()`),
 or never answer at all (`stall()`).
 
+A request with `"stream": true` (the SDK's messages.stream) gets a scripted 200 message as
+server-sent events, the way the API streams it: message_start, one text block in deltas of
+`Reply.chunk_chars` characters, message_delta with the stop reason and usage, message_stop.
+`Reply.chunk_delay_s` paces the deltas like a model writing (a reply not streamed then
+comes once its deltas would all have been written); `Reply.break_after` ends a stream early
+with an `overloaded_error` event after that many characters, as the API does when it fails
+mid-answer. Error replies are plain HTTP errors.
+
 Nothing here patches the SDK: the client is pointed at `standin.base_url`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
@@ -53,6 +62,9 @@ class Reply:
     delay_s: float = 0.0
     fault: str | None = None
     drip_s: float = 0.2
+    chunk_chars: int = 12  # streamed: characters per text delta
+    break_after: int | None = None  # streamed: an error event after this many characters
+    chunk_delay_s: float = 0.0  # streamed: the wait before each text delta (a model's pace)
 
 
 @dataclass(frozen=True)
@@ -129,12 +141,12 @@ def reset() -> Reply:
 
 def drip(reply: Reply, every_s: float = 0.2) -> Reply:
     """`reply`, its body sent one byte every `every_s` after the headers."""
-    return Reply(reply.status, reply.body, reply.headers, reply.delay_s, DRIP, every_s)
+    return dataclasses.replace(reply, fault=DRIP, drip_s=every_s)
 
 
 def truncated(reply: Reply) -> Reply:
     """`reply` cut off halfway through its body (the connection then closes)."""
-    return Reply(reply.status, reply.body, reply.headers, reply.delay_s, TRUNCATE)
+    return dataclasses.replace(reply, fault=TRUNCATE)
 
 
 def stall() -> Reply:
@@ -165,6 +177,37 @@ def fault_catalogue(budget_s: float) -> dict[str, tuple[Callable[[], Reply], str
         "body-text-block-without-text": (lambda: Reply(200, {"type": "message", "content": [{"type": "text"}]}),
                                          "the model's reply was malformed"),
     }
+
+
+def _streamable(reply: Reply) -> bool:
+    return (reply.status == 200 and isinstance(reply.body, dict)
+            and reply.body.get("type") == "message")
+
+
+def sse_events(reply: Reply) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A scripted message as the API's stream events (its text blocks as one block)."""
+    body = dict(reply.body) if isinstance(reply.body, dict) else {}
+    text = "".join(b.get("text", "") for b in body.get("content") or [] if b.get("type") == "text")
+    usage = dict(body.get("usage") or {})
+    start = {**body, "content": [], "stop_reason": None, "stop_sequence": None,
+             "usage": {"input_tokens": usage.get("input_tokens", 0), "output_tokens": 1}}
+    yield "message_start", {"type": "message_start", "message": start}
+    yield "content_block_start", {"type": "content_block_start", "index": 0,
+                                  "content_block": {"type": "text", "text": ""}}
+    step = max(1, reply.chunk_chars)
+    for at in range(0, len(text), step):
+        if reply.break_after is not None and at >= reply.break_after:
+            yield "error", {"type": "error", "error": {"type": "overloaded_error",
+                                                       "message": "stand-in: overloaded mid-stream"}}
+            return
+        yield "content_block_delta", {"type": "content_block_delta", "index": 0,
+                                      "delta": {"type": "text_delta", "text": text[at:at + step]}}
+    yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+    yield "message_delta", {"type": "message_delta",
+                            "delta": {"stop_reason": body.get("stop_reason", "end_turn"),
+                                      "stop_sequence": None},
+                            "usage": {"output_tokens": usage.get("output_tokens", 0)}}
+    yield "message_stop", {"type": "message_stop"}
 
 
 class AnthropicStandIn:
@@ -255,6 +298,13 @@ class AnthropicStandIn:
                     standin._stopping.wait()
                     self.close_connection = True
                     return
+                if body.get("stream") and _streamable(reply) and reply.fault is None:
+                    self._stream(reply)
+                    return
+                if reply.chunk_delay_s and _streamable(reply):  # the same pace, all at the end
+                    deltas = sum(1 for e, _ in sse_events(reply) if e == "content_block_delta")
+                    if standin._stopping.wait(reply.chunk_delay_s * deltas):
+                        return
                 payload = (reply.body if isinstance(reply.body, str)
                            else json.dumps(reply.body)).encode("utf-8")
                 try:
@@ -286,6 +336,23 @@ class AnthropicStandIn:
                 self.close_connection = True
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 self.connection.close()
+
+            def _stream(self, reply: Reply) -> None:
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("connection", "close")
+                    self.send_header("request-id", "req_standin_" + uuid.uuid4().hex[:12])
+                    self.end_headers()
+                    for event, data in sse_events(reply):
+                        if event == "content_block_delta" and reply.chunk_delay_s:
+                            if standin._stopping.wait(reply.chunk_delay_s):
+                                return
+                        self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.close_connection = True
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = True

@@ -3,10 +3,14 @@
 `SlackStandIn` is a stdlib threaded HTTP server on 127.0.0.1, port 0. `POST|GET /api/<method>`
 answers like the Web API (auth.test, chat.postMessage, chat.update, chat.delete,
 chat.postEphemeral, reactions.add/remove, conversations.replies, conversations.info,
-assistant.threads.setStatus, views.publish) and keeps each channel's messages, so
-conversations.replies reads back what the bot posted, metadata included (and `home` each
-person's Home tab). `POST /response/<name>` is a
-response_url. Every call is recorded with its arrival time; `fail()` makes the next calls
+assistant.threads.setStatus, views.publish, and the streaming trio chat.startStream,
+chat.appendStream and chat.stopStream: bot/testing/slack_streams.py) and keeps each
+channel's messages, so conversations.replies reads back what the bot posted or streamed,
+metadata included (and `home` each person's Home tab). Slack's documented size limits are
+enforced: at most 12,000 characters of markdown per streaming call and across the markdown
+blocks of one message. `POST /response/<name>` is a response_url. Every call is recorded
+with its arrival time (so tests can see that the status came before the first streamed
+text); `fail()` makes the next calls
 of a method return an error, as Slack would, and `fail_http()` answers them with HTTP 429
 and Retry-After (rate limited) or a 5xx (Slack failing).
 
@@ -31,6 +35,7 @@ from typing import Any
 from slack_sdk.signature import SignatureVerifier
 
 from bot.testing.slack_home_standin import HomeViews, home_opened_event, shortcut_payload
+from bot.testing.slack_streams import MARKDOWN_MAX, markdown_chars, stream_call
 
 BOT_TOKEN = "xoxb-standin-0000-secret"
 SIGNING_SECRET = "standin-signing-secret-0123456789"
@@ -130,6 +135,11 @@ class SlackStandIn:
         with self._lock:
             return [dict(m) for m in self._messages.get(channel, [])]
 
+    def statuses(self, channel: str, thread_ts: str) -> list[str]:
+        """The assistant.threads.setStatus texts a thread was given, in order ("" clears)."""
+        return [str(c.params.get("status", "")) for c in self.calls("assistant.threads.setStatus")
+                if c.params.get("channel_id") == channel and c.params.get("thread_ts") == thread_ts]
+
     def fail(self, method: str, error: str = "internal_error", times: int = 1) -> None:
         """The next `times` calls of `method` answer {"ok": false, "error": error}; for
         method "response_url", the next posts to a response_url answer HTTP 500."""
@@ -178,7 +188,7 @@ class SlackStandIn:
                 params.update(json.loads(raw))
             else:
                 params.update({k: v[-1] for k, v in urllib.parse.parse_qs(raw.decode()).items()})
-        for key in ("blocks", "metadata"):
+        for key in ("blocks", "metadata", "chunks"):
             if isinstance(params.get(key), str):
                 params[key] = json.loads(params[key])
         if url.path.startswith("/response/"):
@@ -244,6 +254,11 @@ class SlackStandIn:
                 return {"ok": True, "url": "https://standin.slack.com/", "team": "Stand-in",
                         "user": "citebot", "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID,
                         "is_enterprise_install": False}
+            if method in ("chat.postMessage", "chat.update") and markdown_chars(p) > MARKDOWN_MAX:
+                return {"ok": False, "error": "msg_blocks_too_long"}
+            if method.startswith("chat.") and method.endswith("Stream"):
+                return stream_call(self._messages.setdefault(channel, []), method, channel, p,
+                                   self._next_ts, {"user": BOT_USER_ID, "bot_id": BOT_ID, "team": TEAM_ID})
             if method == "chat.postMessage":
                 ts = self._next_ts()
                 message = {"type": "message", "user": BOT_USER_ID, "bot_id": BOT_ID, "ts": ts,

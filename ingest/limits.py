@@ -1,0 +1,113 @@
+"""Per-file limits of the ingest, and the one bounded, stable read of a file.
+
+A file over a limit is skipped whole with a reason that names the limit and the setting
+that raises it; the rest of the run goes on. The limits bound what one file can cost
+(memory, time), never what a collection may hold. Each default sits next to what set it,
+measured on the six benchmark collections (benchmarks/collections/) and the largest real
+PDF on this machine (debian-reference.en.pdf: 1.28 MB, 261 pages, 521,845 extracted
+characters, loaded in 9.2 s at a peak RSS of 64 MB); `benchmarks/hostile.py` measures
+what each hostile file costs with them.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+from search.errors import IngestError
+
+# The largest real file of the collections is 1.85 MB (sqlite's requirements.html); a PDF
+# with scanned images runs to tens of MB. 50 MB is 27x the largest page and is read into
+# memory at about twice its size: a 200 MB file is refused by its size, unread.
+MAX_FILE_BYTES = 50_000_000
+# debian-reference: 261 pages at 35 ms a page of layout extraction; 2,000 pages is about
+# 70 s of extraction, 7.7x the longest real manual.
+MAX_PDF_PAGES = 2_000
+# Extracted text: debian-reference gives 521,845 characters, the largest HTML page under
+# 1.6 M. 5 M characters is about 1.2 M tokens, some 5,000 embedding windows: minutes of
+# embedding on a CPU, but bounded.
+MAX_TEXT_CHARS = 5_000_000
+# Open HTML elements at once: the deepest real page nests 63 (sqlite's changelog, its
+# unclosed <li>s), Sphinx and DocBook pages 17-23. Browsers cap the tree near 512.
+MAX_HTML_DEPTH = 1_000
+# One PDF stream, inflated (FlateDecode and the other filters): pypdf's own default, 75 MB,
+# which a 300 dpi A4 colour image (25 MB raw) stays well under. A decompression bomb
+# stops there instead of filling memory.
+MAX_INFLATED_BYTES = 75_000_000
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one file may cost; the settings CITEBOT_INGEST_MAX_* override each."""
+
+    max_bytes: int = MAX_FILE_BYTES
+    max_pages: int = MAX_PDF_PAGES
+    max_chars: int = MAX_TEXT_CHARS
+    max_depth: int = MAX_HTML_DEPTH
+    max_inflated_bytes: int = MAX_INFLATED_BYTES
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def over(what: str, found: str, limit: int, setting: str) -> IngestError:
+    return IngestError(f"{what} {found}, over the limit of {limit:,} (raise it with {setting})")
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int]:
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def file_stamp(path: os.PathLike[str] | str) -> tuple[int, int, int] | None:
+    """(size, mtime in ns, inode) of the file now; None when it is gone."""
+    try:
+        return _stamp(os.stat(path))
+    except OSError:
+        return None
+
+
+def read_file(path: os.PathLike[str] | str, source: str,
+              limits: Limits = DEFAULT_LIMITS) -> tuple[bytes, tuple[int, int, int]]:
+    """The bytes of a regular file, read once, and its stamp; IngestError says why not.
+
+    Refused unread: anything but a regular file (a FIFO would block the read forever, a
+    device never ends) and a file over `max_bytes`. Refused after reading: a file whose
+    size or modification time moved while it was read (it is being written; the stored
+    version, if any, stays).
+    """
+    # Non-blocking only to open: a FIFO opened for reading would wait for a writer.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise IngestError(f"{source}: unreadable ({exc.strerror or exc})") from exc
+    try:
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode):
+            raise IngestError(f"{source}: not a regular file (a FIFO, socket or device); left out")
+        if before.st_size > limits.max_bytes:
+            raise over(f"{source}: file of", f"{before.st_size:,} bytes", limits.max_bytes,
+                       "CITEBOT_INGEST_MAX_BYTES")
+        os.set_blocking(fd, True)
+        parts: list[bytes] = []
+        left = limits.max_bytes + 1
+        while left > 0:
+            piece = os.read(fd, min(left, 1 << 20))
+            if not piece:
+                break
+            parts.append(piece)
+            left -= len(piece)
+        data = b"".join(parts)
+        after = os.fstat(fd)
+    except OSError as exc:
+        raise IngestError(f"{source}: unreadable ({exc.strerror or exc})") from exc
+    finally:
+        os.close(fd)
+    if len(data) > limits.max_bytes:
+        raise over(f"{source}: file grew while read, past", f"{limits.max_bytes:,} bytes", limits.max_bytes,
+                   "CITEBOT_INGEST_MAX_BYTES")
+    if _stamp(before) != _stamp(after) or len(data) != after.st_size:
+        raise IngestError(f"{source}: changed while it was read (it is being written); "
+                          "the stored version, if any, is kept: ingest again once it is saved")
+    return data, _stamp(after)
