@@ -419,7 +419,7 @@ def ingest(
     One run at a time per embedded store: a second is refused (IngestLockedError)."""
     with ingest_lock(store):
         return _ingest(paths, store, embedder, chunking=chunking, progress=progress, within=within,
-                       source_url=source_url)
+                       limits=limits, source_url=source_url)
 
 
 def ingest_lock(store: Store):
@@ -437,6 +437,7 @@ def _ingest(
     chunking: ChunkingConfig | None,
     progress: bool | None,
     within: Path | None,
+    limits: Limits,
     source_url: str | None,
 ) -> IngestSummary:
     from tqdm import tqdm

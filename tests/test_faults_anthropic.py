@@ -89,7 +89,11 @@ def test_every_anthropic_fault_ends_in_a_labelled_fallback_logged_with_its_error
     assert record.answer.startswith("The collection says:")
     assert record.quotes and all(q["verified"] for q in record.quotes)
     attempts = [e for e in record.errors if e.startswith("attempt ")]
-    assert len(attempts) == len(standin.requests) >= 1
+    assert len(standin.requests) >= 1
+    # a failed call is one "attempt N:" line each; a 200 reply the SDK parsed but that holds
+    # no usable text is said in the fallback line (the call itself returned)
+    parsed = fault in ("body-wrong-shape", "body-text-block-without-text")
+    assert len(attempts) == (0 if parsed else len(standin.requests))
     # the turn log holds the same failure: the label, every attempt's error and the fallback
     logged = answerer.turnlog.get_turn(record.turn_id)
     assert logged is not None

@@ -32,9 +32,9 @@ from bot.answer.compose import Composer, Composition
 from bot.answer.condense import condense as heuristic_condense
 from bot.answer.passages import Passage
 from bot.answer.prompt import (
+    REFUSAL_TOKEN,
     Prompt,
     answer_prompt,
-    REFUSAL_TOKEN,
     condense_prompt,
     echoed_refusal,
     judge_prompt,
@@ -110,16 +110,6 @@ def reply_text(message: Any) -> str:
     if not text.strip():
         raise ComposeError("the model's reply was malformed: its text was empty")
     return text
-
-
-def _readable(exchange: Exchange, errors: list[str]) -> str:
-    """reply_text, its failure recorded as the attempt's error like any other (turn log)."""
-    try:
-        return reply_text(exchange.message)
-    except ComposeError as exc:
-        errors.append(f"attempt {exchange.attempts}: {exc}")
-        log.warning("anthropic_call_failed", purpose="answer", attempt=exchange.attempts, error=str(exc))
-        raise
 
 
 def retry_after_s(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
@@ -259,8 +249,7 @@ class Messages:
 
 
 def build_client(settings: Settings) -> anthropic.Anthropic:
-    """The SDK client, its own retries off (ours run within the budget); each attempt's
-    timeout bounds its whole response, not each read (bot.answer.deadline)."""
+    """The SDK client, its own retries off (ours run within the budget; bot.answer.deadline)."""
     if settings.anthropic_api_key is None:
         raise ConfigError("the Claude composer needs ANTHROPIC_API_KEY (unset it for extractive answers)")
     return anthropic.Anthropic(
@@ -354,7 +343,7 @@ class ClaudeComposer:
             exchange = self.messages.create(prompt, self.max_tokens, errors, purpose="answer",
                                             on_text=on_text)
             usage = exchange.usage
-            text = _readable(exchange, errors)
+            text = reply_text(exchange.message)
         except ComposeError as exc:
             model_ms = round((self.messages.clock() - started) * 1000, 2)
             return self._fallback(str(exc), question, passages, definitions, aliases,
