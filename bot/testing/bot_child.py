@@ -98,7 +98,8 @@ def main() -> None:
     components = Components(settings)
     components.embedder = HashingEmbedder()  # type: ignore[assignment]
     bot = build_bot(components)
-    server = SlackHttpServer(bot.app, host="127.0.0.1", port=0, readiness=components.readiness)
+    server = SlackHttpServer(bot.app, signing_secret=SIGNING_SECRET, host="127.0.0.1", port=0,
+                             readiness=components.readiness)
     bot.warm_up()
     stopping = threading.Event()
 
