@@ -23,7 +23,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-
 # The sentence-transformers modules this forward pass reproduces, in order (Normalize is
 # optional: vectors are always unit length here, as citebot always asked for).
 SUPPORTED_MODULES = ["sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",

@@ -46,7 +46,7 @@ import time
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -541,7 +541,32 @@ def ingest(
     Documents are chunked and tokenised ahead (a producer thread), their windows embedded
     in pools of POOL_WINDOWS sorted by length, and each document written in its own store
     transaction once its windows are embedded: an interrupted run leaves whole documents.
+
+    One run at a time per embedded store: a second is refused (IngestLockedError).
     """
+    with ingest_lock(store):
+        return _ingest(paths, store, embedder, chunking=chunking, progress=progress, within=within,
+                       limits=limits, source_url=source_url)
+
+
+def ingest_lock(store: Store):
+    """The store's ingest lock (the embedded store's fcntl lock: one ingest at a time);
+    a store whose ingest builds a new index and moves an alias needs none."""
+    lock = getattr(store, "ingest_lock", None)
+    return lock() if lock is not None else nullcontext()
+
+
+def _ingest(
+    paths: Iterable[Path],
+    store: Store,
+    embedder: Embedder,
+    *,
+    chunking: ChunkingConfig | None,
+    progress: bool | None,
+    within: Path | None,
+    limits: Limits,
+    source_url: str | None,
+) -> IngestSummary:
     started = time.perf_counter()
     summary = IngestSummary()
     store.open_for(embedder.stamp)

@@ -4,26 +4,36 @@ Documents, chunks, model stamp, window vectors and the turn log live in one SQLi
 file (WAL, so readers never wait for an ingest). FTS5 gives BM25 and exact phrases;
 vectors are searched exactly with numpy, a chunk scoring by its best window.
 Each document is replaced in one transaction, so an interrupted ingest leaves every
-document either as it was or as it is now, and the next run completes the rest.
+document either as it was or as it is now, and the next run completes the rest; the same
+transaction drops the collection statistics (the gate's calibration), so a run killed
+before it measured them again leaves none rather than the old collection's, and the next
+run measures them. One ingest at a time: `ingest_lock()` holds an exclusive fcntl lock on
+`ingest.lock` in the store's directory, and a second ingest is refused with the pid of
+the one running (readers never take it).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from search.errors import DimensionError, ModelMismatchError, StoreError
+from search.errors import DimensionError, IngestLockedError, ModelMismatchError, StoreError
 from search.scope import Scope, limiting
 from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window
 
 DB_NAME = "citebot.sqlite3"
+LOCK_NAME = "ingest.lock"
 
 # How many FTS5 matches one lexical group may contribute before fusion. The arms hand
 # fusion at most a few dozen candidates; 500 leaves room for a common term on a 10k-chunk
@@ -254,6 +264,7 @@ class EmbeddedStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._delete_source(doc.source)
+                self._drop_stats()
                 self._db.execute(
                     "INSERT INTO documents VALUES (?, ?, ?, ?, ?)",
                     (doc.doc_id, doc.source, doc.content_hash, doc.title, doc.format),
@@ -307,6 +318,7 @@ class EmbeddedStore:
             try:
                 for source in sources:
                     self._delete_source(source)
+                self._drop_stats()
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -314,8 +326,42 @@ class EmbeddedStore:
             self._matrix = None
             self._vocab_cache.clear()
 
+    def _drop_stats(self) -> None:
+        """Statistics describe the collection they were measured on: a write ends them."""
+        self._db.execute("DELETE FROM meta WHERE key LIKE 'stat:%'")
+
     def commit_ingest(self) -> None:
         """Each document is committed as it is written; nothing is pending here."""
+
+    @contextmanager
+    def ingest_lock(self) -> Iterator[None]:
+        """Hold the store's ingest lock for one run; IngestLockedError if another run holds it.
+
+        An fcntl lock on `ingest.lock`: the kernel releases it when its holder exits, killed
+        or not, so a crashed ingest never leaves the store locked."""
+        path = self.directory / LOCK_NAME
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot open the ingest lock {path}: {exc}; "
+                             "set CITEBOT_STORE to a writable directory") from exc
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+                raise IngestLockedError(
+                    f"another ingest is writing the store at {self.directory} ({holder}); "
+                    "wait for it to finish, then run this one again") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()}, started {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC".encode(), 0)
+            try:
+                yield
+            finally:
+                os.ftruncate(fd, 0)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
     # -- reads ----------------------------------------------------------------------------
     _CHUNK_COLS = (

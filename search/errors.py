@@ -4,7 +4,8 @@ CitebotError                   base class; caught only at the edges (CLI, Slack 
  ├── ConfigError               a setting is missing or malformed (raised at start-up)
  ├── StoreError                the store cannot be opened, read or written
  │    ├── ModelMismatchError   the store was built by another embedding model
- │    └── DimensionError       a vector batch has the wrong width for the store
+ │    ├── DimensionError       a vector batch has the wrong width for the store
+ │    └── IngestLockedError    another ingest is writing the same store
  ├── SearchBackendError        the search backend failed while answering a query
  ├── IngestError               one file cannot be ingested (reported as skipped, never fatal)
  └── ComposeError              the answer model could not produce an answer within budget
@@ -31,6 +32,10 @@ class ModelMismatchError(StoreError):
 
 class DimensionError(StoreError):
     """A batch of vectors does not have the width the store was built with."""
+
+
+class IngestLockedError(StoreError):
+    """Another ingest holds the store's ingest lock; this one is refused, nothing written."""
 
 
 class SearchBackendError(CitebotError):

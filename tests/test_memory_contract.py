@@ -195,3 +195,13 @@ def test_redis_keys_are_prefixed_and_expire(client, redis_prefix):
 def test_a_redis_that_is_down_is_a_store_error_naming_the_fix(call, down):
     with pytest.raises(StoreError, match=r"in Redis .*check REDIS_URL"):
         call(down)
+
+
+def test_a_redis_deduper_that_is_down_still_refuses_a_second_claim_in_this_process(down):
+    """Redis down: the first claim says so (the bot answers anyway), a retry of the same
+    event to this process is refused here (tests/test_faults_redis.py runs two processes)."""
+    deduper = RedisDeduper(down, "citebot-test:", ttl_s=60, poll_s=3600)
+    with pytest.raises(StoreError, match="cannot claim 'event:Ev1' in Redis"):
+        deduper.claim("event:Ev1")
+    assert deduper.claim("event:Ev1") is False
+    assert [k for k, _left in deduper.local.claims()] == ["event:Ev1"]

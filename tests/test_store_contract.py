@@ -347,15 +347,16 @@ def test_a_statistic_is_stored_with_the_collection_and_read_by_another_connectio
     assert calibration.stored(backend.open()) == null and backend.open().read_stat("other") == {"x": 1}
 
 
-def test_a_new_ingest_starts_without_the_old_statistics_on_elasticsearch(backend):
-    """Each Elasticsearch ingest builds a new index, so a stale calibration cannot outlive
-    the collection it measured; the embedded store keeps it until the pipeline replaces it."""
+def test_a_new_ingest_starts_without_the_old_statistics(backend):
+    """A stale calibration cannot outlive the collection it measured: each Elasticsearch
+    ingest builds a new index, and each embedded-store write drops the statistics in its
+    own transaction (a run killed before measuring them again used to leave the old ones,
+    and the next run, finding nothing to write, kept them: tests/test_faults_embedded.py)."""
     writer = backend.open()
     fill(writer, ALL_DOCS[:1])
     writer.write_stat("gate_null", {"version": 1, "mean": 0.4, "std": 0.1, "n": 64})
     fill(writer, ALL_DOCS)
-    kept = backend.open().read_stat("gate_null")
-    assert kept is None if backend.name == "elasticsearch" else kept["mean"] == 0.4
+    assert backend.open().read_stat("gate_null") is None
 
 
 # -- where a chunk opens (search/links.py) ----------------------------------------------------

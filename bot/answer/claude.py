@@ -26,14 +26,15 @@ from typing import Any
 import anthropic
 import structlog
 
+from bot.answer import deadline
 from bot.answer.checks import ClaimCheck, ClaimReport, cited_sentences
 from bot.answer.compose import Composer, Composition
 from bot.answer.condense import condense as heuristic_condense
 from bot.answer.passages import Passage
 from bot.answer.prompt import (
+    REFUSAL_TOKEN,
     Prompt,
     answer_prompt,
-    REFUSAL_TOKEN,
     condense_prompt,
     echoed_refusal,
     judge_prompt,
@@ -248,7 +249,7 @@ class Messages:
 
 
 def build_client(settings: Settings) -> anthropic.Anthropic:
-    """The SDK client, its own retries off (ours run within the budget)."""
+    """The SDK client, its own retries off (ours run within the budget; bot.answer.deadline)."""
     if settings.anthropic_api_key is None:
         raise ConfigError("the Claude composer needs ANTHROPIC_API_KEY (unset it for extractive answers)")
     return anthropic.Anthropic(
@@ -256,6 +257,7 @@ def build_client(settings: Settings) -> anthropic.Anthropic:
         base_url=settings.anthropic_base_url or None,
         timeout=settings.anthropic_timeout_s,
         max_retries=0,
+        http_client=deadline.http_client(),
     )
 
 

@@ -104,7 +104,7 @@ class Answerer:
 
     def _run(self, record: TurnRecord, thread_key: str | None, scope: Scope | None = None,
              release: Sink | None = None) -> None:
-        history = self.state.history(thread_key) if thread_key else []
+        history = self._history(record, thread_key)
         t = time.perf_counter()
         if self.condenser is not None and history:
             record.condensed_query = self.condenser(record.question, history)
@@ -160,7 +160,8 @@ class Answerer:
             record.timings_ms["first_sentence"] = releaser.first_ms
         record.timings_ms.update({f"compose_{k}": v for k, v in comp.timings_ms.items()})
         record.composer, record.model, record.label = comp.composer, comp.model, comp.label
-        record.usage, record.prompt_chars, record.errors = comp.usage, comp.prompt_chars, comp.errors
+        record.usage, record.prompt_chars = comp.usage, comp.prompt_chars
+        record.errors = [*record.errors, *comp.errors]  # a state read failure comes first
         record.raw_answer = comp.text
         if comp.refused:
             record.refused = True
@@ -207,6 +208,19 @@ class Answerer:
             record.unsupported = True
             answer = "⚠️ Unsupported: this answer cites no passage that was given, so it is not shown as an answer.\n\n" + answer
         record.answer = answer
+
+    def _history(self, record: TurnRecord, thread_key: str | None) -> list[PriorTurn]:
+        """The thread's earlier turns; when the state cannot be read (Redis down), none: the
+        question is answered on its own words, and the record says so."""
+        if not thread_key:
+            return []
+        try:
+            return self.state.history(thread_key)
+        except CitebotError as exc:
+            record.errors.append(f"conversation state read failed: {error_text(exc)}; "
+                                 "answered without the thread's earlier turns")
+            log.warning("conversation_state_unreadable", error=error_text(exc))
+            return []
 
     def _remember(self, record: TurnRecord, thread_key: str | None) -> None:
         """The turn as context for the thread's next question; a failed write costs the

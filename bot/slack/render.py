@@ -169,8 +169,9 @@ def render_turn(record: TurnRecord, *, ephemeral: bool = False, shared_by: str |
     if show_question or shared_by:
         head.append(_context("*Q:* " + escape(truncate(record.question, SNIPPET_MAX))))
     head.extend(answer_blocks(record))
-    fallback = (escape(truncate(record.answer, FALLBACK_TEXT_MAX - 40))
-                + f" (turn {escape(record.turn_id)})")
+    fallback = escape(truncate(record.answer, FALLBACK_TEXT_MAX - 40))
+    if record.turn_id not in fallback:  # a failure's text names its turn already
+        fallback += f" (turn {escape(record.turn_id)})"
     return _pack(head, turn_trailer(record, ephemeral=ephemeral, url_template=url_template),
                  [fallback])
 
@@ -235,7 +236,9 @@ def render_notice(text: str, turn_id: str | None = None) -> SlackMessage:
     blocks: list[Block] = list(_sections(text))
     if turn_id:
         blocks.append(_context(f"turn `{escape(turn_id)}`"))
-    plain = truncate(text, FALLBACK_TEXT_MAX) + (f" (turn {turn_id})" if turn_id else "")
+    plain = truncate(text, FALLBACK_TEXT_MAX)
+    if turn_id and turn_id not in plain:  # a failure's text names its turn already
+        plain += f" (turn {turn_id})"
     return SlackMessage(text=plain, blocks=tuple(blocks))
 
 

@@ -6,6 +6,12 @@ of the request, so a scripted "model" can read the passages it was given), route
 answer matching requests without consuming the queue, and an optional standing reply
 for when the queue is empty. Every request is recorded with its arrival time.
 
+Transport faults (benchmarks/faults.py and tests/test_faults_anthropic.py): a reply may
+also reset the connection instead of answering (`reset()`), send its headers and then
+its body a byte at a time (`drip()`: every read returns within the client's timeout, so
+only a deadline on the whole attempt ends it), send half its body and close (`truncated()`),
+or never answer at all (`stall()`).
+
 A request with `"stream": true` (the SDK's messages.stream) gets a scripted 200 message as
 server-sent events, the way the API streams it: message_start, one text block in deltas of
 `Reply.chunk_chars` characters, message_delta with the stop reason and usage, message_stop.
@@ -19,9 +25,12 @@ Nothing here patches the SDK: the client is pointed at `standin.base_url`.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
+import socket
+import struct
 import threading
 import time
 import uuid
@@ -35,14 +44,24 @@ from typing import Any
 MESSAGES_PATH = "/v1/messages"
 
 
+# What a Reply does to the connection instead of answering plainly.
+RESET = "reset"  # close with TCP RST (SO_LINGER 0) before any byte of the answer
+DRIP = "drip"  # headers at once, then the body one byte every `drip_s`
+TRUNCATE = "truncate"  # headers with the full content-length, half the body, then close
+STALL = "stall"  # read the request, answer nothing until the stand-in stops
+
+
 @dataclass(frozen=True)
 class Reply:
-    """One scripted HTTP answer: status, JSON body (or raw text), headers, delay before it."""
+    """One scripted HTTP answer: status, JSON body (or raw text), headers, delay before it,
+    and optionally a transport fault (RESET, DRIP, TRUNCATE, STALL) instead of a plain answer."""
 
     status: int = 200
     body: dict[str, Any] | str = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    fault: str | None = None
+    drip_s: float = 0.2
     chunk_chars: int = 12  # streamed: characters per text delta
     break_after: int | None = None  # streamed: an error event after this many characters
     chunk_delay_s: float = 0.0  # streamed: the wait before each text delta (a model's pace)
@@ -113,6 +132,51 @@ def error(status: int, kind: str, text: str, headers: dict[str, str] | None = No
     """An error response shaped like the API's: {"type":"error","error":{type,message}}."""
     return Reply(status, {"type": "error", "error": {"type": kind, "message": text}},
                  headers or {}, delay_s)
+
+
+def reset() -> Reply:
+    """The connection is reset (RST) after the request is read: "connection reset by peer"."""
+    return Reply(fault=RESET)
+
+
+def drip(reply: Reply, every_s: float = 0.2) -> Reply:
+    """`reply`, its body sent one byte every `every_s` after the headers."""
+    return dataclasses.replace(reply, fault=DRIP, drip_s=every_s)
+
+
+def truncated(reply: Reply) -> Reply:
+    """`reply` cut off halfway through its body (the connection then closes)."""
+    return dataclasses.replace(reply, fault=TRUNCATE)
+
+
+def stall() -> Reply:
+    """No answer at all: the request is read and the connection left open and silent."""
+    return Reply(fault=STALL)
+
+
+def fault_catalogue(budget_s: float) -> dict[str, tuple[Callable[[], Reply], str]]:
+    """The faults of issue 12 part 3, by id: (what the stand-in answers every time, what the
+    fallback label of a turn with this budget must say). Tests and benchmarks/faults.py."""
+    good = message("A Release Train departs every two weeks [1].")
+    return {
+        "429-retry-after": (lambda: error(429, "rate_limit_error", "slow down", headers={"retry-after": "0.3"}),
+                            "HTTP 429 rate_limit_error: slow down; gave up after"),
+        "429-retry-after-past-budget": (
+            lambda: error(429, "rate_limit_error", "slow down", headers={"retry-after": "30"}),
+            f"retry-after 30 s exceeds the {budget_s:g} s budget"),
+        "500": (lambda: error(500, "api_error", "internal"), "HTTP 500 api_error: internal; gave up after"),
+        "529-overloaded": (lambda: error(529, "overloaded_error", "Overloaded"),
+                           "HTTP 529 overloaded_error: Overloaded; gave up after"),
+        "connection-reset": (reset, "connection failed"),
+        "read-timeout-silent": (stall, "timed out after"),
+        "read-timeout-drip": (lambda: drip(good, every_s=0.2), "timed out after"),
+        "body-cut-off": (lambda: truncated(good), "connection failed"),
+        "body-not-json": (lambda: Reply(200, '{"id": "msg_1", "type": "mess'), "the model's reply was malformed"),
+        "body-wrong-shape": (lambda: Reply(200, {"type": "message", "content": "not a list of blocks"}),
+                             "the model's reply was malformed"),
+        "body-text-block-without-text": (lambda: Reply(200, {"type": "message", "content": [{"type": "text"}]}),
+                                         "the model's reply was malformed"),
+    }
 
 
 def _streamable(reply: Reply) -> bool:
@@ -227,7 +291,14 @@ class AnthropicStandIn:
                     reply = standin._next(request)
                 if reply.delay_s and standin._stopping.wait(reply.delay_s):
                     return  # shutting down: drop the reply
-                if body.get("stream") and _streamable(reply):
+                if reply.fault == RESET:
+                    self._reset()
+                    return
+                if reply.fault == STALL:
+                    standin._stopping.wait()
+                    self.close_connection = True
+                    return
+                if body.get("stream") and _streamable(reply) and reply.fault is None:
                     self._stream(reply)
                     return
                 if reply.chunk_delay_s and _streamable(reply):  # the same pace, all at the end
@@ -244,9 +315,27 @@ class AnthropicStandIn:
                     for k, v in reply.headers.items():
                         self.send_header(k, v)
                     self.end_headers()
-                    self.wfile.write(payload)
+                    if reply.fault == TRUNCATE:
+                        self.wfile.write(payload[: len(payload) // 2])
+                        self.wfile.flush()
+                        self.close_connection = True
+                    elif reply.fault == DRIP:
+                        self.wfile.flush()
+                        for i in range(len(payload)):
+                            if standin._stopping.wait(reply.drip_s):
+                                break
+                            self.wfile.write(payload[i:i + 1])
+                            self.wfile.flush()
+                    else:
+                        self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (its timeout): nothing to answer
+                    self.close_connection = True  # the client gave up (its timeout)
+
+            def _reset(self) -> None:
+                """Close with RST: SO_LINGER on with a zero timeout drops the connection."""
+                self.close_connection = True
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
 
             def _stream(self, reply: Reply) -> None:
                 try:

@@ -53,6 +53,7 @@ class Call:
     params: dict[str, Any]
     at: float  # time.perf_counter() on arrival
     path: str
+    replica: str | None = None  # which bot process called, when it uses replica_api_url()
 
 
 class SlackStandIn:
@@ -103,6 +104,10 @@ class SlackStandIn:
     @property
     def api_url(self) -> str:
         return self.base_url + "/api/"
+
+    def replica_api_url(self, name: str) -> str:
+        """The Web API for one of several bot processes: its calls carry `replica=name`."""
+        return f"{self.base_url}/replica/{name}/api/"
 
     def response_url(self, name: str | None = None) -> str:
         return f"{self.base_url}/response/{name or uuid.uuid4().hex}"
@@ -170,6 +175,10 @@ class SlackStandIn:
     def _handle(self, handler: BaseHTTPRequestHandler, verb: str) -> None:
         arrived = time.perf_counter()
         url = urllib.parse.urlsplit(handler.path)
+        replica = None
+        if url.path.startswith("/replica/"):
+            replica, _, rest = url.path[len("/replica/"):].partition("/")
+            url = url._replace(path="/" + rest)
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
         params: dict[str, Any] = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
@@ -198,7 +207,7 @@ class SlackStandIn:
         method = url.path[len("/api/"):]
         auth = handler.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else params.get("token")
-        self._record(Call(method, params, arrived, url.path))
+        self._record(Call(method, params, arrived, url.path, replica))
         with self._lock:
             pending = self._http_failures.get(method)
             http_failure = pending.pop(0) if pending else None
