@@ -21,7 +21,7 @@ Exits 1 when a promise is broken: ack p99 over 3 s, an event without exactly one
 a turn missing from the log.
 
     .venv/bin/python benchmarks/load.py --redis redis://127.0.0.1:6390/0
-    .venv/bin/python benchmarks/load.py --redis redis://127.0.0.1:6390/0 --quick   # CI: 20 + 60
+    .venv/bin/python benchmarks/load.py --quick   # CI: 20 + 60, a private redis-server
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def ingest_sample(into: Path) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--redis", help="Redis URL shared by the two workers (required)")
+    parser.add_argument("--redis", help="Redis URL shared by the two workers (default: a private redis-server for the run)")
     parser.add_argument("--questions", type=int, default=50, help="questions sent at once (default 50)")
     parser.add_argument("--channels", type=int, default=5, help="channels they come from (default 5)")
     parser.add_argument("--retries", type=int, default=300, help="retried deliveries (default 300)")
@@ -147,11 +147,19 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
-    if not args.redis:
-        parser.error("--redis URL is required (two processes share it), e.g. redis://127.0.0.1:6390/0")
     if args.quick:
         args.questions, args.retries = 20, 60
-    sys.exit(run(args))
+    if args.redis:
+        sys.exit(run(args))
+    # No --redis: a private redis-server of its own for the run (what CI does).
+    from bot.testing.services import PrivateRedis, free_port
+
+    server = PrivateRedis(free_port(), Path(tempfile.mkdtemp(prefix="citebot-load-redis-"))).start()
+    try:
+        args.redis = server.url
+        sys.exit(run(args))
+    finally:
+        server.stop()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -125,7 +125,10 @@ BULK_MAX_BYTES = 10 * 1024 * 1024
 BULK_MAX_RETRIES = 5
 BULK_INITIAL_BACKOFF_S = 1.0
 BULK_MAX_BACKOFF_S = 30.0
-# Transport-level retries of one request (connection errors, timeouts, 502-504).
+# Transport-level retries of one request (connection errors, 502-504). A timed-out
+# request is not retried, except an ingest's bulk writes: with retries a frozen node (SIGSTOP) held a turn for 4 × the
+# timeout (8.0-8.2 s at CITEBOT_ES_TIMEOUT_S=2, `benchmarks/faults.py --only elasticsearch`),
+# about 2 minutes at the 30 s default; a node that is merely slow is not helped by asking again.
 REQUEST_MAX_RETRIES = 3
 # Page size when reading a whole index (iter_chunks, copying documents at commit).
 PAGE_SIZE = 500
@@ -198,7 +201,7 @@ def connect(
     options: dict[str, Any] = {
         "request_timeout": timeout_s,
         "max_retries": REQUEST_MAX_RETRIES,
-        "retry_on_timeout": True,
+        "retry_on_timeout": False,
         "retry_on_status": (502, 503, 504),
     }
     if api_key:
@@ -401,7 +404,8 @@ class ElasticStore(ElasticQueries):
         done = 0
         with self._calls(doing):
             for ok, _ in streaming_bulk(
-                self.es, actions, chunk_size=BULK_CHUNK_DOCS, max_chunk_bytes=BULK_MAX_BYTES,
+                # An ingest's bulk writes may wait out a slow node and ask again (a turn may not).
+                self.es.options(retry_on_timeout=True), actions, chunk_size=BULK_CHUNK_DOCS, max_chunk_bytes=BULK_MAX_BYTES,
                 max_retries=BULK_MAX_RETRIES, initial_backoff=BULK_INITIAL_BACKOFF_S,
                 max_backoff=BULK_MAX_BACKOFF_S, raise_on_error=True,
             ):
