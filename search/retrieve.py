@@ -161,6 +161,12 @@ def _edit_distance_at_most(a: str, b: str, limit: int) -> int | None:
     return prev[-1] if prev[-1] <= limit else None
 
 
+# How stale a running bot's refusal-gate calibration may be after an ingest beside it. A
+# read is one SQLite row (embedded) or the index's _meta (Elasticsearch), so once a
+# minute costs nothing a turn would notice.
+CALIBRATION_TTL_S = 60.0
+
+
 class Retriever:
     """Runs both arms against a store and fuses them."""
 
@@ -179,15 +185,20 @@ class Retriever:
         self.config = config or RetrievalConfig()
         self._flood_cache: dict[tuple[tuple[str, ...], str], bool] = {}
         self._null: calibration.NullDistribution | None | bool = False  # False: not read yet
+        self._null_read_at = 0.0
+        self.clock = time.monotonic
 
     def null_distribution(self) -> calibration.NullDistribution | None:
-        """The collection's calibration: stored at ingest, else measured now and kept."""
-        if self._null is False:
+        """The collection's calibration: stored at ingest, else measured now and kept. The
+        stored one is read again every CALIBRATION_TTL_S, so a running bot takes the
+        calibration of an ingest made beside it (it kept its first one for good)."""
+        now = self.clock()
+        if self._null is False or now - self._null_read_at >= CALIBRATION_TTL_S:
             null = calibration.stored(self.store)
             if null is None:
-                null = calibration.measure(
+                null = self._null if self._null is not False else calibration.measure(
                     self.store, lambda qs: np.stack([self.encode_query(q) for q in qs]))
-            self._null = null
+            self._null, self._null_read_at = null, now
         return self._null or None
 
     # -- query analysis -------------------------------------------------------------------

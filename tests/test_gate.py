@@ -61,3 +61,25 @@ def test_a_store_without_a_calibration_is_calibrated_on_first_use(tmp_path, test
     assert calibration.stored(store) is None
     s = Retriever(store, test_embedder.encode_query).retrieve("Where is the yellow bollard?").support
     assert s.dense_z is not None and s.null_mean is not None
+
+
+def test_a_running_retriever_takes_the_calibration_of_an_ingest_beside_it(small_store, test_embedder):
+    """Regression: a retriever kept its first calibration for good, so a bot running while
+    the collection was re-ingested judged questions against the old collection's null."""
+    from search import calibration
+    from search.retrieve import CALIBRATION_TTL_S, Retriever
+
+    retriever = Retriever(small_store, test_embedder.encode_query)
+    now = [1000.0]
+    retriever.clock = lambda: now[0]
+    first = retriever.null_distribution()
+    assert first == calibration.stored(small_store) and first is not None
+    newer = calibration.NullDistribution(first.mean + 0.1, first.std, first.n)
+    small_store.write_stat(calibration.STAT_KEY, newer.as_dict())  # what another process's ingest writes
+    now[0] += CALIBRATION_TTL_S / 2
+    assert retriever.null_distribution() == first  # not read again yet
+    now[0] += CALIBRATION_TTL_S
+    assert retriever.null_distribution() == newer
+    small_store.write_stat(calibration.STAT_KEY, {})  # dropped mid-ingest: the last one stays
+    now[0] += CALIBRATION_TTL_S
+    assert retriever.null_distribution() == newer

@@ -7,11 +7,12 @@ Ingests FOLDER with the test embedder (bot/testing/embedder.py: no model to load
 embedded store at STORE, or into Elasticsearch with --es-url. Prints `ready` when it is
 about to start and `done {summary json}` at the end; a refused ingest prints
 `refused: <message>` and exits 2. The fault options are the embedder's, so the kill lands
-at a known point of the run:
-  --kill-after-docs N     SIGKILL itself when asked to embed document N+1 (N documents written)
+at a known point of the run (the store's writes and the embedder's calibration call; the
+ingest embeds documents in pools, so the write is where "N documents" is exact):
+  --kill-after-docs N     SIGKILL itself when asked to write document N+1 (N documents written)
   --kill-in-calibration   SIGKILL itself when the gate's calibration starts (every document
                           written, the statistics not yet measured again)
-  --slow-s S              sleep S seconds per document embedded (a long run, to overlap another)
+  --slow-s S              sleep S seconds per document written (a long run, to overlap another)
 """
 
 from __future__ import annotations
@@ -29,27 +30,32 @@ from search.errors import CitebotError
 
 
 class FaultyEmbedder(HashingEmbedder):
-    """The test embedder, with a kill or a delay at a chosen point of the run."""
+    """The test embedder, killed when the gate's calibration starts, if asked."""
 
-    def __init__(self, kill_after_docs: int | None, kill_in_calibration: bool, slow_s: float) -> None:
+    def __init__(self, kill_in_calibration: bool) -> None:
         super().__init__()
-        self.kill_after_docs = kill_after_docs
         self.kill_in_calibration = kill_in_calibration
-        self.slow_s = slow_s
-        self.documents = 0
-
-    def embed_chunks(self, chunks):
-        if self.kill_after_docs is not None and self.documents >= self.kill_after_docs:
-            os.kill(os.getpid(), signal.SIGKILL)
-        self.documents += 1
-        if self.slow_s:
-            time.sleep(self.slow_s)
-        return super().embed_chunks(chunks)
 
     def encode_texts(self, texts):
         if self.kill_in_calibration:  # the pipeline encodes texts only to calibrate the gate
             os.kill(os.getpid(), signal.SIGKILL)
         return super().encode_texts(texts)
+
+
+def faulty_writes(store, kill_after_docs: int | None, slow_s: float) -> None:
+    """The store's document writes, with a kill before write N+1 or a delay per write."""
+    write = store.replace_document
+    written = [0]
+
+    def replace_document(*args, **kwargs):
+        if kill_after_docs is not None and written[0] >= kill_after_docs:
+            os.kill(os.getpid(), signal.SIGKILL)
+        written[0] += 1
+        if slow_s:
+            time.sleep(slow_s)
+        return write(*args, **kwargs)
+
+    store.replace_document = replace_document
 
 
 def main() -> int:
@@ -72,7 +78,8 @@ def main() -> int:
         from search.embedded import EmbeddedStore
 
         store = EmbeddedStore(args.store)
-    embedder = FaultyEmbedder(args.kill_after_docs, args.kill_in_calibration, args.slow_s)
+    embedder = FaultyEmbedder(args.kill_in_calibration)
+    faulty_writes(store, args.kill_after_docs, args.slow_s)
     print("ready", flush=True)
     try:
         summary = ingest(args.folder, store, embedder, progress=False)
