@@ -24,6 +24,26 @@ def _record(answer: str, model: str | None = "claude-standin") -> TurnRecord:
                       citations=[{"marker": "[1]", "resolved": True, "retrieved": True}])
 
 
+def _chained(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans that overlap (a quotation's flags follow one another) as one: no cut between."""
+    chained: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if chained and a < chained[-1][1]:
+            chained[-1] = (chained[-1][0], max(b, chained[-1][1]))
+        else:
+            chained.append((a, b))
+    return chained
+
+
+def test_a_chain_of_flags_longer_than_the_limit_is_cut_between_words():
+    """Regression (hypothesis, CI): one quotation with three failed-check flags is kept whole
+    together, and longer than the limit it was cut inside a word ('wor' | 'ds')."""
+    text = " ".join(['A "quoted span. With a stop inside" [2].', FLAG, FLAG, FLAG])
+    pieces = split_markdown(text, 224)
+    assert all(len(p) <= 224 for p in pieces)
+    assert " ".join(pieces).split() == text.split()
+
+
 def _inside(text: str, pos: int) -> bool:
     return any(a < pos < b for a, b in protected_spans(text))
 
@@ -70,6 +90,6 @@ def test_markdown_cuts_keep_every_word_within_the_limit_and_outside_what_is_kept
     stripped = text.strip()
     for piece in pieces[:-1]:
         at = stripped.index(piece, at) + len(piece)
-        longest = max((b - a for a, b in protected_spans(stripped)), default=0)
+        longest = max((b - a for a, b in _chained(protected_spans(stripped))), default=0)
         if longest < limit // 3:  # a cut can always be made outside them
             assert not _inside(stripped, at), (piece[-60:], stripped[at:at + 60])

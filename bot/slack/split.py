@@ -41,8 +41,7 @@ def _last(positions: Iterable[int], limit: int, floor: int, allowed: Callable[[i
     return best
 
 
-def cut_point(text: str, limit: int, allowed: Callable[[int], bool] = lambda pos: True) -> int:
-    """Where to end a piece of at most `limit` characters."""
+def _boundary(text: str, limit: int, allowed: Callable[[int], bool]) -> int | None:
     floor = limit // 3
     for positions in ((m.start() for m in _PARAGRAPH.finditer(text)),
                       (m.end() for m in sentences.ends(text)),
@@ -51,6 +50,17 @@ def cut_point(text: str, limit: int, allowed: Callable[[int], bool] = lambda pos
         pos = _last(positions, limit, floor, allowed)
         if pos is not None:
             return pos
+    return None
+
+
+def cut_point(text: str, limit: int, allowed: Callable[[int], bool] = lambda pos: True) -> int:
+    """Where to end a piece of at most `limit` characters: the cleanest allowed boundary,
+    else the cleanest boundary (a word is never halved while a space is in reach)."""
+    pos = _boundary(text, limit, allowed)
+    if pos is None:
+        pos = _boundary(text, limit, lambda _pos: True)
+    if pos is not None:
+        return pos
     cut = limit
     tail = _ENTITY_TAIL.search(text[max(0, cut - 5):cut])  # never halve an &amp; entity
     if tail:
@@ -92,5 +102,6 @@ def markdown_cut(text: str, limit: int) -> int:
 
 def split_markdown(text: str, limit: int = MARKDOWN_MAX) -> list[str]:
     """Pieces of at most `limit` characters, cut cleanly (never inside a quotation, a link,
-    code or a flag unless one of those is longer than the limit itself)."""
+    code or a flag unless what is kept whole, flags of one quotation chained together, is
+longer than the limit: then at the cleanest boundary in reach, never inside a word)."""
     return _split(text, limit, markdown_cut)
