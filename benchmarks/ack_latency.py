@@ -41,6 +41,7 @@ sys.path.insert(0, str(REPO))
 from bot.logs import configure
 from bot.settings import load_settings
 from bot.slack.server import SlackHttpServer
+from bot.testing.bench import percentile
 from bot.testing.slack_standin import (
     BOT_TOKEN,
     BOT_USER_ID,
@@ -61,15 +62,6 @@ class Sent:
     sent_at: float
     ack_s: float
     status: int
-
-
-def percentile(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * p / 100
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 def ingest_sample(into: Path) -> Path:

@@ -37,6 +37,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bot.testing.bench import ingest_handbook
+
 HANDBOOK = REPO / "examples" / "handbook"
 SECTIONS = ("anthropic", "embedded", "redis", "elasticsearch")
 
@@ -52,22 +54,9 @@ class Row:
     command: str = ""
 
 
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * p / 100
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
 def small_store(work: Path) -> Path:
     """The sample handbook ingested with the test embedder (under a second)."""
-    from bot.testing.embedder import HashingEmbedder
-    from ingest.pipeline import ingest
-    from search.embedded import EmbeddedStore
-
-    store = EmbeddedStore(work / "small-store")
-    ingest([HANDBOOK], store, HashingEmbedder(), progress=False)
-    store.close()
+    ingest_handbook(work / "small-store")
     return work / "small-store"
 
 

@@ -44,18 +44,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bot.testing.bench import ingest_handbook, percentile
+
 ACK_LIMIT_S = 3.0  # Slack's: a request not acked in 3 s is delivered again
 QUESTIONS = [json.loads(line)["question"] for line in
              (REPO / "examples" / "questions.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def percentile(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * p / 100
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 # -- the worker: one bot process -------------------------------------------------------------
@@ -119,17 +112,6 @@ class Worker:
         return self.proc.wait(timeout=180)
 
 
-def ingest_sample(into: Path) -> Path:
-    from bot.testing.embedder import HashingEmbedder
-    from ingest.pipeline import ingest
-    from search.embedded import EmbeddedStore
-
-    store = EmbeddedStore(into)
-    ingest([REPO / "examples" / "handbook"], store, HashingEmbedder(), progress=False)
-    store.close()
-    return into
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--redis", help="Redis URL shared by the two workers (default: a private redis-server for the run)")
@@ -177,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
     workers: list[Worker] = []
     try:
         print("ingesting examples/handbook with the test embedder (not measured)…", file=sys.stderr)
-        base = ingest_sample(tmp / "store")
+        base = tmp / "store"
+        ingest_handbook(base)
         for n in range(2):
             shutil.copytree(base, tmp / f"store-{n}")
             workers.append(Worker(n, tmp / f"store-{n}", standin.api_url, args.redis, prefix))

@@ -55,6 +55,16 @@ def unsupported(model_dir: Path) -> str | None:
     return None
 
 
+def _padded(ids: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids padded to the longest sequence of the call, and the mask of real tokens."""
+    tokens = torch.zeros((len(ids), max(len(s) for s in ids)), dtype=torch.long)
+    mask = torch.zeros(tokens.shape, dtype=torch.bool)
+    for i, s in enumerate(ids):
+        tokens[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+        mask[i, : len(s)] = True
+    return tokens, mask
+
+
 class SentenceTransformersModel:
     """The same interface over sentence-transformers, for a model folder the forward pass
     below does not reproduce (`unsupported`): slower to import (4 s), any model it loads."""
@@ -70,13 +80,8 @@ class SentenceTransformersModel:
     @torch.inference_mode()
     def encode(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
         """Unit vectors for token-id sequences, through the model's own modules."""
-        length = max(len(s) for s in ids)
-        tokens = torch.zeros((len(ids), length), dtype=torch.long)
-        mask = torch.zeros((len(ids), length), dtype=torch.long)
-        for i, s in enumerate(ids):
-            tokens[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-            mask[i, : len(s)] = 1
-        out = self.st({"input_ids": tokens, "attention_mask": mask})["sentence_embedding"]
+        tokens, mask = _padded(ids)
+        out = self.st({"input_ids": tokens, "attention_mask": mask.long()})["sentence_embedding"]
         return F.normalize(out, p=2, dim=1).numpy().astype(np.float32, copy=False)
 
 
@@ -118,13 +123,8 @@ class MiniLM:
     def encode(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
         """Unit vectors, one per token-id sequence ([CLS] and [SEP] included), padded here
         to the longest of the call (so callers batch sequences of similar length)."""
-        n = len(ids)
-        length = max(len(s) for s in ids)
-        tokens = torch.zeros((n, length), dtype=torch.long)
-        mask = torch.zeros((n, length), dtype=torch.bool)
-        for i, s in enumerate(ids):
-            tokens[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-            mask[i, : len(s)] = True
+        tokens, mask = _padded(ids)
+        n, length = tokens.shape
         x = self.word[tokens] + self.position[:length] + self.token_type
         x = F.layer_norm(x, (self.width,), *self.emb_norm, self.eps)
         head = self.width // self.heads

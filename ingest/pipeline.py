@@ -46,7 +46,7 @@ import time
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -544,16 +544,9 @@ def ingest(
 
     One run at a time per embedded store: a second is refused (IngestLockedError).
     """
-    with ingest_lock(store):
+    with store.ingest_lock():
         return _ingest(paths, store, embedder, chunking=chunking, progress=progress, within=within,
                        limits=limits, source_url=source_url)
-
-
-def ingest_lock(store: Store):
-    """The store's ingest lock (the embedded store's fcntl lock: one ingest at a time);
-    a store whose ingest builds a new index and moves an alias needs none."""
-    lock = getattr(store, "ingest_lock", None)
-    return lock() if lock is not None else nullcontext()
 
 
 def _ingest(

@@ -52,7 +52,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -411,6 +411,10 @@ class ElasticStore(ElasticQueries):
             ):
                 done += ok
         return done
+
+    def ingest_lock(self) -> AbstractContextManager[None]:
+        """None needed: each run writes an index of its own and moves the alias at commit."""
+        return nullcontext()
 
     def commit_ingest(self) -> None:
         """Copy the untouched documents over, then move the alias and drop old indices."""

@@ -6,6 +6,7 @@ One contract test suite (tests/test_store_contract.py) runs against every implem
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 import numpy as np
@@ -37,6 +38,10 @@ class Store(Protocol):
 
     def delete_documents(self, sources: Iterable[str]) -> None:
         """Remove documents (and their chunks and vectors) by source."""
+
+    def ingest_lock(self) -> AbstractContextManager[None]:
+        """Held for one ingest run: refuses a second run at once where runs would interleave
+        (IngestLockedError); a no-op where each run builds its own index."""
 
     def commit_ingest(self) -> None:
         """Make an ingest run visible to readers (a no-op where each write is already visible)."""

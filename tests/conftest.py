@@ -38,13 +38,10 @@ def embedder():
 
 def _ingest_handbook(root: Path, embedder) -> Path:
     """The sample handbook ingested into a store of its own under root (sources relative to it)."""
-    from ingest.pipeline import ingest
-    from search.embedded import EmbeddedStore
+    from bot.testing.bench import ingest_handbook
 
-    store = EmbeddedStore(root / "store")
-    summary = ingest([HANDBOOK], store, embedder, progress=False)
+    summary = ingest_handbook(root / "store", embedder)
     assert summary.skipped == [], summary.skipped
-    store.close()
     return root / "store"
 
 

@@ -1,0 +1,32 @@
+"""Pieces the benchmarks and the fault tests share: the sample handbook ingested with the
+test embedder, and the interpolated percentile their latency figures use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+HANDBOOK = Path(__file__).resolve().parents[2] / "examples" / "handbook"
+
+
+def ingest_handbook(into: Path, embedder=None):
+    """The sample handbook ingested into an embedded store at `into` (the test embedder by
+    default: under a second, no model); returns the ingest summary."""
+    from bot.testing.embedder import HashingEmbedder
+    from ingest.pipeline import ingest
+    from search.embedded import EmbeddedStore
+
+    store = EmbeddedStore(into)
+    try:
+        return ingest([HANDBOOK], store, embedder if embedder is not None else HashingEmbedder(), progress=False)
+    finally:
+        store.close()
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The p-th percentile (0-100), interpolated between the closest ranks; NaN for none."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
