@@ -183,7 +183,9 @@ def open_elastic(n: int, shards: int):
 
 
 def load_elastic(store, embedder: Embedder, n: int) -> tuple[float, int]:
-    """Bulk-load through the store's own document shapes into a new index, then commit."""
+    """Bulk-load through the store's own document shapes into a new index, then commit
+    (which merges the index into one segment per shard, as every ingest does: load_s
+    includes the merge)."""
     from elasticsearch.helpers import parallel_bulk
 
     from search import elastic

@@ -627,13 +627,14 @@ def _ingest(
                 flush()
             waited = time.perf_counter()
         flush()
+        bar.finishing()
+        finishing = time.perf_counter()
+        summary.deleted = _delete_gone(store, paths, reads, summary.skipped, known)
+        store.commit_ingest()
+        recalibrate(store, embedder, changed=bool(summary.documents or summary.deleted))
     finally:
         stop.set()
         bar.close()
-    finishing = time.perf_counter()
-    summary.deleted = _delete_gone(store, paths, reads, summary.skipped, known)
-    store.commit_ingest()
-    recalibrate(store, embedder, changed=bool(summary.documents or summary.deleted))
     summary.seconds = time.perf_counter() - started
     stages["finish"] = time.perf_counter() - finishing
     return summary

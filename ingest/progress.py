@@ -75,6 +75,17 @@ class Progress:
         self._width = len(text)
         self._drawn = self._clock()
 
+    def finishing(self) -> None:
+        """Say that the writing is done and the store is completing the collection: an
+        Elasticsearch build merges its segments then, minutes at 100k+ chunks (the merge
+        of 1M chunks took 21 min, search/elastic.py MERGE_TIMEOUT_S)."""
+        if self.enabled:
+            text = (f"ingest {self.files}/{self.files_total} files · {self.chunks:,} chunks · "
+                    f"{self.windows:,} windows · finishing the collection")
+            self.stream.write("\r" + text.ljust(self._width))
+            self.stream.flush()
+            self._width = len(text)
+
     def close(self) -> None:
         if self.enabled and self._width:
             self.stream.write("\r" + " " * self._width + "\r")

@@ -49,6 +49,17 @@ def aliased(url: str, alias: str) -> list[str]:
     return sorted(name for name, aliases in versioned(url, alias).items() if alias in aliases)
 
 
+def segments_per_shard(url: str, index: str) -> list[int]:
+    """Committed segments of each primary shard of the index."""
+    client = connect(url)
+    try:
+        shards = client.indices.segments(index=index).body["indices"][index]["shards"]
+    finally:
+        client.close()
+    return [sum(1 for seg in copies[0]["segments"].values() if seg["committed"])
+            for _, copies in sorted(shards.items())]
+
+
 def test_an_ingest_builds_a_new_index_and_moves_the_alias_only_at_commit(es_url, es_alias):
     first = open_elastic(es_url, es_alias)
     fill(first)
@@ -72,6 +83,7 @@ def test_an_ingest_builds_a_new_index_and_moves_the_alias_only_at_commit(es_url,
     (new,) = aliased(es_url, es_alias)
     assert new != old and new > old
     assert list(versioned(es_url, es_alias)) == [new]  # the old index is gone
+    assert segments_per_shard(es_url, new) == [1]  # merged before the alias moved
     after = reader.iter_chunks()
     # Unchanged documents were carried over; the changed one replaced; the deleted one gone.
     assert [c for c in after if c.source == "site/annex.txt"] == SITE[1]
@@ -245,6 +257,7 @@ def test_more_primary_shards_rank_and_count_as_one(es_url, es_alias):
         fill(many)
         stats = many.es.indices.get_settings(index=many.alias).body
         assert {v["settings"]["index"]["number_of_shards"] for v in stats.values()} == {"3"}
+        assert segments_per_shard(es_url, next(iter(stats))) == [1, 1, 1]
         queries = [
             LexicalQuery((WeightedTerms(("kettle", "soak", "bollard")),)),
             LexicalQuery((WeightedTerms(("the", "train")), WeightedTerms(("lunch",), 0.5))),

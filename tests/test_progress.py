@@ -36,6 +36,8 @@ def test_the_line_counts_files_chunks_windows_with_rate_and_eta():
     line = bar.line()
     assert line == "ingest 2/10 files · 30 chunks · 50 windows · 5.0 windows/s · ETA 30s"
     assert out.getvalue().startswith("\r" + line)
+    bar.finishing()
+    assert out.getvalue().endswith("\ringest 2/10 files · 30 chunks · 50 windows · finishing the collection")
     bar.close()
     assert out.getvalue().endswith("\r")
 
@@ -80,6 +82,8 @@ def _ingest_on_a_terminal(tmp_path: Path, *args: str) -> tuple[str, str]:
 def test_a_terminal_gets_the_line_and_json_gets_only_the_summary(tmp_path):
     stdout, terminal = _ingest_on_a_terminal(tmp_path)
     assert "ingest 1/1 files · 1 chunks · 1 windows" in terminal and "windows/s · ETA" in terminal
+    # The commit (an Elasticsearch merge can take minutes) is announced, then cleared.
+    assert "1 windows · finishing the collection" in terminal
     assert "Ingested 1 document(s)" in stdout
 
     stdout, terminal = _ingest_on_a_terminal(tmp_path, "--json")
