@@ -27,6 +27,35 @@ and leaves the near misses to the model:
 Held out, measured once with the third row: django 0.04 false refusals and 0.15 of its
 unanswerable questions refused, debian-handbook 0.02 and 0.00.
 
+Signals at the level of the answer were measured next and none joined the gate
+(`benchmarks/gate_signals.py --split dev --sentences`, dev items of the tuned collections;
+the held-out ones read once, afterwards): the question's IDF word weight that one sentence
+of the top passages holds, or a sentence with its neighbours; the question's two rarest
+words together in one such window; the share of the dense arm's top 5 in the lexical top
+5; the best cosine between the question and one sentence. The "ceiling" is what a rule
+"signal < t" refuses with t fitted to the collection's own answer key at <= 5% false
+refusals, so no per-collection calibration of that signal can do better:
+
+    signal               ROC area (git haproxy sqlite)   ceiling (git haproxy sqlite)
+    sentence_coverage    0.22 0.55 0.47                  0.00 0.00 0.00
+    window_coverage      0.30 0.49 0.51                  0.00 0.00 0.00
+    focus_together       0.48 0.61 0.36                  0.00 0.00 0.00
+    arm_agreement        0.53 0.48 0.74                  0.00 0.00 0.00
+    sentence_similarity  0.61 0.52 0.76                  0.25 0.00 0.12
+    dense_z (this gate)  0.46 0.66 0.68                  0.25 0.00 0.12
+
+On examples/ (written beside the first gate) the coverage signals do separate: ROC 0.80
+for sentence_coverage, ceiling 0.56. Paired with dense_z and fitted on the four tuned
+collections together, the best rule refused 0.12 of their dev unanswerable questions on
+average at <= 5% false refusals on each: one or two questions more than this gate's 0.09,
+from a fit to 8-9 questions a collection, so the gate stays as it is. Even fitted to the
+held-out answer key itself the best pair reaches 0.26 (sentence_similarity: django 0.31,
+debian-handbook 0.21), not the 0.80 asked. A near miss asks for a fact (a limit, a
+default, a count, a procedure) about a subject the collection does discuss, so its words
+and meaning sit as close to the passages as an answerable question's do; telling the two
+apart needs a reader of the passages: the model's NOT_COVERED, or a cross-encoder or NLI
+model, which citebot does not ship (search/rerank.py).
+
 A word absent from the collection is reported (Support.missing), never alone a reason.
 """
 
@@ -36,7 +65,7 @@ from dataclasses import dataclass
 
 from search.retrieve import Support
 
-# See the table above: the third row.
+# See the first table above: its third row.
 GATE_Z_MAX = 0.0
 GATE_BEST_COVERAGE_MAX = 0.35
 # A collection too small for a null distribution (fewer than two chunks with words):
