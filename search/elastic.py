@@ -143,9 +143,10 @@ STALE_BUILD_S = 6 * 3600
 # A finished build is merged into one segment per shard before the alias moves to it: the
 # index is never written again (the next ingest builds a new one), and every query pays
 # per segment (an HNSW graph and a term dictionary each). benchmarks/scale.py, hybrid,
-# concurrency 1, p50 / p99 ms before and after the merge (same node, load average 5-10):
-#   100k chunks,  9 segments -> 1:  22.1 / 44.8 -> 11.8 / 24.9   (merge 32 s, load 164 s)
-#   1M chunks,   29 segments -> 1:  43.5 / 196  -> 32.5 / 82.0   (merge 1,261 s, load 2,171 s)
+# concurrency 1, p50 / p99 ms before and after the merge (same node; machine load average
+# in brackets, the 2 cores shared with other work):
+#   100k chunks,  9 segments -> 1:  22.1 / 44.8 [8.9] -> 11.0 / 31.0 [7.1]  (merge 32 s, load 164 s)
+#   1M chunks,   29 segments -> 1:  43.5 / 196  [7.6] -> 32.5 / 82.0 [5.1]  (merge 1,261 s, load 2,171 s)
 # The merge waits this long; a slower one goes on inside Elasticsearch after the alias has
 # moved (the index is whole and searchable, only slower until it ends), and the ingest's
 # log says so.
