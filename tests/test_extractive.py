@@ -223,7 +223,11 @@ def test_eval_answers_json_per_item_and_summary(runner, tmp_path):
     items.write_text(
         json.dumps({"id": "x1", "kind": "paraphrase", "question": "How often does the Release Train leave?",
                     "must_contain": ["A new Train departs every second Tuesday"]}) + "\n"
-        + json.dumps({"id": "x2", "kind": "unanswerable", "question": "How do I claim gym membership?",
+        # An unanswerable question the gate refuses (examples b-33). "How do I claim gym
+        # membership?" sat at the gate's edge: dense_z -0.09 with windows of 256 tokens,
+        # +0.09 with paragraph windows, so it was answered from the expenses page.
+        + json.dumps({"id": "x2", "kind": "unanswerable",
+                      "question": "After how many years of service can I take a sabbatical?",
                       "must_contain": []}) + "\n")
     result = runner.invoke(cli, ["eval", str(items), "--answers", "--json"])
     assert result.exit_code == 0, result.output

@@ -170,6 +170,68 @@ def test_windows_cover_every_token_of_a_long_chunk(embedder):
         assert embedder.count_tokens(text[s.start : s.end]) <= embedder.max_tokens
 
 
+def _para(tag: str, n: int) -> str:
+    return " ".join(f"{tag}{i}" for i in range(n))
+
+
+def test_each_paragraph_of_a_chunk_is_a_window_of_its_own(embedder):
+    from ingest.embedder import PARAGRAPH_WINDOW_MIN_TOKENS
+
+    paras = [_para(t, 40) for t in ("alpha", "beta", "gamma")]
+    assert all(embedder.count_tokens(p) >= PARAGRAPH_WINDOW_MIN_TOKENS for p in paras)
+    text = "\n\n".join(paras)
+    spans = embedder.paragraph_windows(text)
+    assert [text[s.start : s.end] for s in spans] == paras
+
+
+def test_short_paragraphs_are_merged_and_a_short_tail_joins_the_group_before(embedder):
+    short = ["Install it.", "Then run it.", "Check the log.", "Done."]
+    long = _para("delta", 40)
+    text = "\n\n".join([*short, long, "See also: foo."])
+    spans = [text[s.start : s.end] for s in embedder.paragraph_windows(text)]
+    # The four short ones hold fewer than 64 tokens, so they run on into the long one;
+    # the one-line tail is under half of 64 and joins that group rather than stand alone.
+    assert spans == [text]
+    text2 = "\n\n".join([long, *short, long])
+    spans2 = [text2[s.start : s.end] for s in embedder.paragraph_windows(text2)]
+    assert spans2 == [long, "\n\n".join([*short, long])]
+
+
+def test_a_paragraph_longer_than_a_window_is_cut_into_overlapping_windows(embedder):
+    intro, huge = _para("intro", 40), _para("token", 900)
+    text = intro + "\n\n" + huge
+    spans = embedder.paragraph_windows(text, prefix_tokens=10)
+    assert text[spans[0].start : spans[0].end] == intro
+    rest = spans[1:]
+    assert len(rest) > 3 and rest[0].start == len(intro) + 2 and rest[-1].end == len(text)
+    for a, b in zip(rest, rest[1:]):
+        assert b.start < a.end  # overlapping: nothing of the paragraph falls between
+    for s in spans:
+        assert embedder.count_tokens(text[s.start : s.end]) <= embedder.max_tokens - 10
+    # Every token of the text lies inside some window.
+    for start, end in embedder.tokenizer.encode(text, add_special_tokens=False).offsets:
+        assert any(s.start <= start and end <= s.end for s in spans)
+
+
+def test_a_chunk_without_blank_lines_keeps_its_token_windows(embedder):
+    text = _para("word", 700)
+    assert embedder.paragraph_windows(text) == embedder.windows(text)
+    assert embedder.paragraph_windows("") == embedder.windows("")
+
+
+def test_planned_windows_are_the_heading_path_and_one_paragraph_group(embedder):
+    from search.types import Chunk
+
+    paras = [_para("epsilon", 40), _para("zeta", 40)]
+    text = "\n\n".join(paras)
+    chunk = Chunk(chunk_id="c1", doc_id="d", source="a.md", heading_path=("Guide", "Setup"), page=None,
+                  ordinal=0, text=text, tokens=embedder.count_tokens(text))
+    jobs = embedder.plan([chunk])
+    assert [chunk.text[j.span.start : j.span.end] for j in jobs] == paras
+    # The model's tokenizer is uncased: the heading path comes back lower-cased.
+    assert [j.text for j in jobs] == ["guide > setup: " + p for p in paras]
+
+
 def test_loaders_keep_headings_out_of_paragraphs(tmp_path):
     md = tmp_path / "a.md"
     md.write_text("# Title\n\nIntro para\nsecond line.\n\n## Sub\n\n```\n# not a heading\n```\n\nSetext\n------\n\nEnd.\n")
