@@ -1,0 +1,142 @@
+"""Sentence choice alone: the extractive composer replayed on frozen passages.
+
+`benchmarks/answers.py` runs whole turns (retrieval, gate, compose, checks) and takes
+minutes a collection. To study and compare sentence choice, this retrieves and selects
+passages once per answerable question (as a turn does; the gate is not asked) and keeps
+them in a cache file, then runs ExtractiveComposer.pick on them and reports, of the items
+whose passages hold a label, how many had one quoted (bot/evaluate.py `overlaps`, the
+judge answers.py uses). With --show, each miss is printed: the label, and what was quoted.
+
+    .venv/bin/python benchmarks/compose_replay.py --collections git,sqlite [--split dev]
+        [--show] [--words-only] [--shortlist N]
+
+The store is CITEBOT_QUALITY_CACHE/<name>-store (as answers.py); the passages are cached
+in /tmp/citebot-replay/<name>-<hash of the store path and its .code stamp>.pkl,
+and the sentence vectors in /tmp/citebot-replay/vectors.pkl (the same text, the same vector).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import pickle
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.answers import targets
+from bot.answer.compose import SHORTLIST, ExtractiveComposer
+from bot.answer.passages import select_passages
+from bot.evaluate import load_items, overlaps
+
+CACHE = Path("/tmp/citebot-replay")
+
+
+def frozen_passages(t, items) -> dict[str, tuple]:
+    """Per item id: (question, passages, expansions), retrieved once and cached (items not
+    in the cache yet are retrieved and added)."""
+    code = t.store.with_name(t.store.name + ".code")
+    stamp = hashlib.sha256(f"{t.store}:{code.read_text() if code.exists() else ''}".encode()).hexdigest()[:12]
+    path = CACHE / f"{t.name}-{stamp}.pkl"
+    out = pickle.loads(path.read_bytes()) if path.exists() else {}
+    missing = [i for i in items if i.id not in out]
+    if not missing:
+        return out
+    os.environ["CITEBOT_STORE"] = str(t.store)
+    os.environ.pop("CITEBOT_ES_URL", None)
+    if t.glossary:
+        os.environ["CITEBOT_GLOSSARY"] = str(t.glossary)
+    else:
+        os.environ.pop("CITEBOT_GLOSSARY", None)
+    from bot.settings import load_settings
+    from bot.wiring import Components
+    from search.text import content_words
+
+    c = Components(load_settings())
+    retriever = c.retriever()
+    for item in missing:
+        r = retriever.retrieve(item.question)
+        terms = content_words(item.question)
+        passages = select_passages(r.hits, c.settings.passages,
+                                   widen=lambda ch, t=terms: retriever.boundary_neighbour(ch, t))
+        out[item.id] = (item.question, passages, r.expansions)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps(out))
+    return out
+
+
+class CachedEncoder:
+    """The embedder's encode_texts, remembering each text's vector (in a file between runs):
+    a replay of a changed composer embeds only the texts it had not met."""
+
+    def __init__(self, encode, path: Path) -> None:
+        self.encode, self.path = encode, path
+        self.vectors = pickle.loads(path.read_bytes()) if path.exists() else {}
+        self.added = 0
+
+    def __call__(self, texts):
+        import numpy as np
+
+        missing = [t for t in dict.fromkeys(texts) if t not in self.vectors]
+        if missing:
+            self.vectors.update(zip(missing, self.encode(missing)))
+            self.added += len(missing)
+        return np.stack([self.vectors[t] for t in texts])
+
+    def save(self) -> None:
+        if self.added:
+            CACHE.mkdir(parents=True, exist_ok=True)
+            self.path.write_bytes(pickle.dumps(self.vectors))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--collections", required=True, help="comma-separated names")
+    ap.add_argument("--split", default="dev", help="dev, test or all (default dev)")
+    ap.add_argument("--show", action="store_true", help="print each item given a label and not quoting one")
+    ap.add_argument("--shortlist", type=int, default=SHORTLIST, help=f"candidates embedded (default {SHORTLIST})")
+    ap.add_argument("--words-only", action="store_true", help="no embedding (the floor)")
+    args = ap.parse_args()
+    encode = None
+    if not args.words_only:
+        from bot.settings import load_settings
+        from bot.wiring import Components
+
+        encode = CachedEncoder(Components(load_settings()).embedder.encode_texts, CACHE / "vectors.pkl")
+    composer = ExtractiveComposer(encode, shortlist=args.shortlist)
+    total_given = total_quoted = 0
+    for t in targets(args.collections.split(",")):
+        items = [i for i in load_items(t.questions, split=args.split) if i.answerable]
+        frozen = frozen_passages(t, items)
+        given = quoted = 0
+        for item in items:
+            if item.id not in frozen:
+                continue
+            question, passages, expansions = frozen[item.id]
+            if not any(s in p.chunk.text for p in passages for s in item.must_contain):
+                continue
+            given += 1
+            picked = composer.pick(question, passages, expansions)
+            hit = any(overlaps(q.text, s) for q in picked for s in item.must_contain)
+            quoted += hit
+            if args.show and not hit:
+                where = [p.number for p in passages for s in item.must_contain if s in p.chunk.text]
+                print(f"--- {t.name} {item.id}: {question}\n  label in [{','.join(map(str, where))}]: "
+                      f"{' | '.join(item.must_contain)[:300]}")
+                for q in picked:
+                    print(f"  quoted [{q.passage}] {q.score:.3f}: {q.text[:300]}")
+        total_given += given
+        total_quoted += quoted
+        print(f"{t.name:18} given {given:4}  quoted {quoted:4}  rate {quoted / given if given else 0:.3f}")
+    if encode is not None:
+        encode.save()
+    print(f"{'all':18} given {total_given:4}  quoted {total_quoted:4}  "
+          f"rate {total_quoted / total_given if total_given else 0:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
