@@ -51,7 +51,6 @@ import queue
 import re
 import threading
 import time
-import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
@@ -68,7 +67,6 @@ from elasticsearch import (
     NotFoundError,
     TransportError,
 )
-from elasticsearch.exceptions import GeneralAvailabilityWarning
 from elasticsearch.helpers import BulkIndexError, streaming_bulk
 
 from search.elastic_query import SIMILARITY, ElasticQueries, _chunks, scope_filter  # noqa: F401 (re-exported)
@@ -152,6 +150,9 @@ STALE_BUILD_S = 6 * 3600
 # log says so.
 MERGE_TIMEOUT_S = 3 * 3600
 MERGE_POLL_S = 0.5
+# A merge that ended (no merge running for this many polls) with more than one segment
+# per shard is reported, not waited for.
+MERGE_IDLE_POLLS = 20
 # The whitespace tokenizer cuts tokens longer than this; the vocabulary leaves them out.
 MAX_TOKEN_CHARS = 255
 
@@ -460,31 +461,36 @@ class ElasticStore(ElasticQueries):
         self._drop_old_indices(keep=build)
 
     def _merge(self, index: str) -> None:
-        """Merge a finished build into one segment per shard (see MERGE_TIMEOUT_S). The
-        merge runs as a task, polled with the ordinary request timeout, so a node that
-        stops answering fails the ingest as any other request would."""
-        started = time.perf_counter()
+        """Merge a finished build into one segment per shard (see MERGE_TIMEOUT_S). The merge
+        is started without waiting and followed through the index's own segment and merge
+        statistics, each read with the ordinary request timeout: a node that stops
+        answering fails the ingest as any other request would, and the key needs no more
+        than the `manage` index privilege (the task API would need cluster `monitor`)."""
+        started, pause, idle = time.perf_counter(), MERGE_POLL_S / 16, 0
         with self._calls(f"merging the segments of {index}"):
-            task = self.es.indices.forcemerge(index=index, max_num_segments=1,
-                                              wait_for_completion=False).body["task"]
+            self.es.indices.forcemerge(index=index, max_num_segments=1, wait_for_completion=False)
             while True:
-                with warnings.catch_warnings():
-                    # The client marks the task API "technical preview"; it is the
-                    # documented way to follow a force merge started without waiting.
-                    warnings.simplefilter("ignore", GeneralAvailabilityWarning)
-                    status = self.es.tasks.get(task_id=task).body
-                if status.get("completed"):
+                most = max(self._segments_per_shard(index))
+                if most <= 1:
                     break
-                if time.perf_counter() - started > MERGE_TIMEOUT_S:
-                    log.warning("elasticsearch_merge_unfinished", index=index, waited_s=MERGE_TIMEOUT_S,
-                                detail="the merge goes on inside Elasticsearch; the index is "
-                                "complete and searchable, and faster once it ends")
+                merging = self.es.indices.stats(index=index, metric="merge").body[
+                    "indices"][index]["primaries"]["merges"]["current"]
+                idle = idle + 1 if merging == 0 else 0
+                if idle >= MERGE_IDLE_POLLS or time.perf_counter() - started > MERGE_TIMEOUT_S:
+                    log.warning("elasticsearch_merge_unfinished", index=index, segments=most,
+                                waited_s=round(time.perf_counter() - started, 1),
+                                detail="the index is complete and searchable; queries pay per "
+                                "segment until Elasticsearch merges it")
                     return
-                time.sleep(MERGE_POLL_S)
-        if status.get("error"):
-            raise StoreError(f"Elasticsearch at {self.url} could not merge the segments of "
-                             f"{index}: {status['error'].get('reason', status['error'])}")
+                time.sleep(pause)
+                pause = min(MERGE_POLL_S, pause * 2)  # a small index is merged in milliseconds
         log.info("elasticsearch_merged", index=index, seconds=round(time.perf_counter() - started, 1))
+
+    def _segments_per_shard(self, index: str) -> list[int]:
+        """Segments of each primary shard of the index (searchable or committed)."""
+        shards = self.es.indices.segments(index=index).body["indices"][index]["shards"]
+        return [len(next(c for c in copies if c["routing"]["primary"])["segments"])
+                for copies in shards.values()]
 
     def _copy_actions(self, source: str, target: str, skip: set[str]) -> Iterator[dict[str, Any]]:
         for hit in self._scan({"match_all": {}}, True, index=source, vectors=True):
