@@ -484,7 +484,7 @@ class ElasticStore(ElasticQueries):
                     return
                 time.sleep(pause)
                 pause = min(MERGE_POLL_S, pause * 2)  # a small index is merged in milliseconds
-        log.info("elasticsearch_merged", index=index, seconds=round(time.perf_counter() - started, 1))
+        log.debug("elasticsearch_merged", index=index, seconds=round(time.perf_counter() - started, 1))
 
     def _segments_per_shard(self, index: str) -> list[int]:
         """Segments of each primary shard of the index (searchable or committed)."""
