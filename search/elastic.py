@@ -47,6 +47,7 @@ Mapping, and the measurements behind it:
 
 from __future__ import annotations
 
+import logging
 import queue
 import re
 import threading
@@ -58,7 +59,6 @@ from typing import Any
 
 import numpy as np
 from elastic_transport import TlsError
-import structlog
 from elasticsearch import (
     ApiError,
     AuthenticationException,
@@ -80,7 +80,9 @@ from search.scope import Scope
 from search.text import words
 from search.types import Chunk, DocumentRecord, ModelStamp, Window
 
-log = structlog.get_logger("citebot.search")
+# Standard logging: the command line routes it through its structlog handler; a program
+# that uses the store without configuring logging sees warnings only, on stderr.
+log = logging.getLogger("citebot.search")
 
 # Version of the index layout below; an index of another format is refused on open.
 # 2: chunks carry `superseded` (their document says it no longer holds). Fields added
@@ -477,14 +479,14 @@ class ElasticStore(ElasticQueries):
                     "indices"][index]["primaries"]["merges"]["current"]
                 idle = idle + 1 if merging == 0 else 0
                 if idle >= MERGE_IDLE_POLLS or time.perf_counter() - started > MERGE_TIMEOUT_S:
-                    log.warning("elasticsearch_merge_unfinished", index=index, segments=most,
-                                waited_s=round(time.perf_counter() - started, 1),
-                                detail="the index is complete and searchable; queries pay per "
-                                "segment until Elasticsearch merges it")
+                    log.warning("elasticsearch_merge_unfinished", extra={
+                        "index": index, "segments": most, "waited_s": round(time.perf_counter() - started, 1),
+                        "detail": "the index is complete and searchable; queries pay per segment "
+                                  "until Elasticsearch merges it"})
                     return
                 time.sleep(pause)
                 pause = min(MERGE_POLL_S, pause * 2)  # a small index is merged in milliseconds
-        log.debug("elasticsearch_merged", index=index, seconds=round(time.perf_counter() - started, 1))
+        log.debug("elasticsearch_merged", extra={"index": index, "seconds": round(time.perf_counter() - started, 1)})
 
     def _segments_per_shard(self, index: str) -> list[int]:
         """Segments of each primary shard of the index (searchable or committed)."""
