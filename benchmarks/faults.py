@@ -301,13 +301,12 @@ def redis_rows(work: Path, quick: bool) -> list[Row]:
 
 # -- Elasticsearch -----------------------------------------------------------------------
 def elasticsearch_rows(work: Path, quick: bool) -> list[Row]:
+    from bot.testing.bench import ingest_handbook_into
     from bot.testing.bot_child import BotProcess
-    from bot.testing.embedder import HashingEmbedder
     from bot.testing.es_faults import KILL_POINTS, delete_alias_indices, kill_during_ingest
     from bot.testing.es_proxy import ElasticProxy
     from bot.testing.services import PrivateElasticsearch, free_port_pair
     from bot.testing.slack_standin import BOT_USER_ID, SlackSender, SlackStandIn
-    from ingest.pipeline import ingest
     from search.elastic import ElasticStore, connect
 
     rows = []
@@ -333,9 +332,7 @@ def elasticsearch_rows(work: Path, quick: bool) -> list[Row]:
 
         # a turn whose first search meets a dead node, then the node back
         alias = "faults-turn"
-        store = ElasticStore(connect(es.url), alias=alias)
-        ingest([HANDBOOK], store, HashingEmbedder(), progress=False)
-        store.close()
+        ingest_handbook_into(ElasticStore(connect(es.url), alias=alias))
         standin = SlackStandIn().start()
         bot = BotProcess(work / "es-bot.log", "--slack-api", standin.api_url, "--es-url", proxy.url,
                          "--index", alias, "--es-timeout-s", "2", "--store", str(work / "es-turns"))

@@ -60,16 +60,19 @@ class Progress:
         if self.enabled and self._clock() - self._drawn >= REDRAW_S:
             self._draw()
 
+    def _counts(self) -> str:
+        return (f"ingest {self.files}/{self.files_total} files · {self.chunks:,} chunks · "
+                f"{self.windows:,} windows")
+
     def line(self) -> str:
         elapsed = self._clock() - self._started
         rate = self.windows / elapsed if elapsed > 0 else 0.0
         eta = eta_seconds(self.chars, self.chars_total, elapsed)
-        return (f"ingest {self.files}/{self.files_total} files · {self.chunks:,} chunks · "
-                f"{self.windows:,} windows · {rate:.1f} windows/s · "
+        return (f"{self._counts()} · {rate:.1f} windows/s · "
                 f"ETA {format_duration(eta) if self.chars < self.chars_total else '0s'}")
 
-    def _draw(self) -> None:
-        text = self.line()
+    def _draw(self, text: str | None = None) -> None:
+        text = self.line() if text is None else text
         self.stream.write("\r" + text.ljust(self._width))
         self.stream.flush()
         self._width = len(text)
@@ -80,11 +83,7 @@ class Progress:
         Elasticsearch build merges its segments then, minutes at 100k+ chunks (the merge
         of 1M chunks took 21 min, search/elastic.py MERGE_TIMEOUT_S)."""
         if self.enabled:
-            text = (f"ingest {self.files}/{self.files_total} files · {self.chunks:,} chunks · "
-                    f"{self.windows:,} windows · finishing the collection")
-            self.stream.write("\r" + text.ljust(self._width))
-            self.stream.flush()
-            self._width = len(text)
+            self._draw(f"{self._counts()} · finishing the collection")
 
     def close(self) -> None:
         if self.enabled and self._width:

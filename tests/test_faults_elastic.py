@@ -22,12 +22,11 @@ from pathlib import Path
 import pytest
 
 from bot.testing.bot_child import BotProcess
-from bot.testing.embedder import HashingEmbedder
+from bot.testing.bench import ingest_handbook_into
 from bot.testing.es_faults import KILL_POINTS, delete_alias_indices, kill_during_ingest
 from bot.testing.es_proxy import ElasticProxy
 from bot.testing.services import PrivateElasticsearch, free_port_pair
 from bot.testing.slack_standin import BOT_USER_ID, SlackSender, SlackStandIn
-from ingest.pipeline import ingest
 from search.elastic import ElasticStore, connect
 from tests.conftest import HANDBOOK
 
@@ -66,9 +65,7 @@ def test_a_node_stopped_during_a_turn_ends_it_visibly_and_the_bot_recovers_witho
         node, tmp_path):
     es, proxy = node
     alias = "faults-turn"
-    store = ElasticStore(connect(es.url, timeout_s=30), alias=alias)
-    ingest([HANDBOOK], store, HashingEmbedder(), progress=False)
-    store.close()
+    ingest_handbook_into(ElasticStore(connect(es.url, timeout_s=30), alias=alias))
     standin = SlackStandIn().start()
     bot = BotProcess(tmp_path / "bot.log", "--slack-api", standin.api_url, "--es-url", proxy.url,
                      "--index", alias, "--es-timeout-s", "5", "--store", str(tmp_path / "turns"))

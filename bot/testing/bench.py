@@ -11,11 +11,17 @@ HANDBOOK = Path(__file__).resolve().parents[2] / "examples" / "handbook"
 def ingest_handbook(into: Path, embedder=None):
     """The sample handbook ingested into an embedded store at `into` (the test embedder by
     default: under a second, no model); returns the ingest summary."""
-    from bot.testing.embedder import HashingEmbedder
-    from ingest.pipeline import ingest
     from search.embedded import EmbeddedStore
 
-    store = EmbeddedStore(into)
+    return ingest_handbook_into(EmbeddedStore(into), embedder)
+
+
+def ingest_handbook_into(store, embedder=None):
+    """The sample handbook ingested into `store` (any Store; closed afterwards) with the test
+    embedder by default; returns the ingest summary."""
+    from bot.testing.embedder import HashingEmbedder
+    from ingest.pipeline import ingest
+
     try:
         return ingest([HANDBOOK], store, embedder if embedder is not None else HashingEmbedder(), progress=False)
     finally:
