@@ -12,8 +12,8 @@ from it is cached beside it (`--build`: about 6 minutes on 2 shared CPU cores in
 checked against the listing's count, and the Elasticsearch index is filled from that store's
 vectors, never re-embedded.
 
-(Until issue 9 this corpus was the Python 3.11 manual; Python's documentation is now
-reserved for independent measurement and is never used here.)
+(Until issue 9 this corpus was another Debian documentation package, now reserved for
+independent measurement and never used here; the figures taken on it were withdrawn.)
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ alias flood checks), embed (the query vector), dense, lexical, fuse, rerank (whe
 reranker is configured) and total. Corpora: examples/ (the 72 labelled questions) and
 the Rust books and standard library reference from Debian's rust-doc, 10,000+ chunks
 (benchmarks/corpus.py fetches and embeds it once into ~/.cache/citebot/bench/rust-doc; the
-first run takes tens of minutes). Also prints the share of questions whose top 5 is the same on both backends.
+first run builds it, about 6 minutes on 2 shared cores). Also prints the share of questions whose top 5 is the same on both backends.
 
     eval "$(scripts/services start)"
     .venv/bin/python benchmarks/retrieval_latency.py [--corpus examples|rust|both]

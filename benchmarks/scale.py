@@ -9,9 +9,12 @@ contract's fields, "load_vectors", "query_vectors", the stage p50s, the query-em
 p50 and the load average while it ran.
 
 Text. Debian's rust-doc (benchmarks/corpus.py fetches it at run time into
-~/.cache/citebot/bench/rust-doc; never committed): the same 899 pages as the 10k corpus,
+~/.cache/citebot/bench/rust-doc; never committed): the pages of the 10k corpus's listing,
 loaded and chunked by citebot's loader and chunker (without the folder-wide furniture
-pass of a real ingest), about 10,000 base chunks. Beyond the base, copy k of base chunk i
+pass of a real ingest), cached in scale-base.jsonl. The cached base of sessions 4-5 was
+cut from the 899-page listing of session 4 (895 pages the loader took, 7,266
+base chunks); the listing is now 817 pages (redirect stubs left out, chunks counted as ingest
+stores them), which a new base would follow. Beyond the base, copy k of base chunk i
 (k = 1, 2, ...) is the same passage under the source `copy<k>/<source>` with a
 deterministic tenth of its words left out (which words: a generator seeded by k and i),
 so copies are near-duplicates with their own term counts, not identical rows. Chunks are

@@ -7,8 +7,8 @@ What each costs per question, so that it does not grow with the collection:
 - Lexical: one request scored by Elasticsearch's own BM25 (SIMILARITY, with FTS5's k1
   and b) over citebot's own tokens, size k. Until issue 13 the store fetched 200
   candidates' token lists and re-scored them with FTS5's formula in Python, with a global
-  aggregation over every chunk (token total, chunks per phrase) in the same request: at
-  10,000 chunks that was 15-30 ms, and the aggregation grew with the collection.
+  aggregation over every chunk (token total, chunks per phrase) in the same request, which
+  grew with the collection.
   Elasticsearch's ranking is not FTS5's (idf ln(1 + (N-n+.5)/(n+.5)), lengths in one
   byte, BM25F's weighted lengths), so the two stores agree on quality, not on every rank
   (benchmarks/quality.py measures it; benchmarks/README.md has the figures).
@@ -53,9 +53,11 @@ SPELLING_MAX_EDITS = 2
 SPELLING_SUGGESTIONS = 50
 
 # num_candidates = max(k * NUM_CANDIDATES_FACTOR, NUM_CANDIDATES_MIN), at most 10,000.
-# For the Retriever's k = 30 that is 400: recall@30 0.999 and recall@5 1.000 against
-# exact search (table above), for ~1.5 ms more than 100 candidates. The embedded store
-# searches exactly, so this is what keeps the two backends' dense arms alike.
+# For the Retriever's k = 30 that is 400: recall@30 1.000 and recall@5 1.000 against
+# exact search on rust-doc (the table at search/elastic.py INDEX_OPTIONS; 0.999 / 1.000
+# at 200, 0.958 / 0.970 at 100), for ~0.6 ms more than 100 candidates (p50 2.3 against
+# 1.7 ms, load 3.0). The embedded store searches exactly, so this is what keeps the two
+# backends' dense arms alike.
 NUM_CANDIDATES_FACTOR = 10
 NUM_CANDIDATES_MIN = 400
 NUM_CANDIDATES_MAX = 10_000
