@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bot.answer.compose import SHORTLIST, ExtractiveComposer
-from bot.answer.passages import select_passages
+from bot.answer.passages import select_passages, with_windows
 from bot.evaluate import load_items
 from bot.settings import load_settings
 from bot.wiring import Components
@@ -55,16 +55,27 @@ def main() -> int:
         terms = content_words(item.question)
         passages = select_passages(r.hits, c.settings.passages,
                                    widen=lambda ch, t=terms: retriever.boundary_neighbour(ch, t))
-        inputs.append((item.question, passages, r.expansions))
+        inputs.append((item.question, passages, r.expansions, r))
     c.embedder.encode_texts(["warm up the model"])  # its first call pays one-off set-up
     ways = {"shortlist": ExtractiveComposer(c.embedder.encode_texts, shortlist=SHORTLIST),
             "every sentence": ExtractiveComposer(c.embedder.encode_texts, shortlist=EVERY_SENTENCE),
             "words only": ExtractiveComposer(None)}
     load_before = os.getloadavg()[0]
     print(f"{len(inputs)} questions; load average {load_before:.1f} on {os.cpu_count()} cores")
+    # The store read that gives the passages their window scores (the Answerer's
+    # "windows" stage), timed apart from composing.
+    times = []
+    windowed = []
+    for question, passages, expansions, r in inputs:
+        t = time.perf_counter()
+        passages = with_windows(passages, retriever.window_scores(r, [p.chunk for p in passages]))
+        times.append((time.perf_counter() - t) * 1000)
+        windowed.append((question, passages, expansions))
+    p50, p90 = np.percentile(times, [50, 90])
+    print(f"{'window scores':16} p50 {p50:7.1f} ms   p90 {p90:7.1f} ms")
     for name, composer in ways.items():
         times = []
-        for question, passages, expansions in inputs:
+        for question, passages, expansions in windowed:
             t = time.perf_counter()
             composer.compose(question, passages, [], expansions)
             times.append((time.perf_counter() - t) * 1000)

@@ -8,7 +8,7 @@ whose passages hold a label, how many had one quoted (bot/evaluate.py `overlaps`
 judge answers.py uses). With --show, each miss is printed: the label, and what was quoted.
 
     .venv/bin/python benchmarks/compose_replay.py --collections git,sqlite [--split dev]
-        [--show] [--words-only] [--shortlist N]
+        [--show] [--words-only] [--shortlist N] [--no-windows]
 
 The store is CITEBOT_QUALITY_CACHE/<name>-store (as answers.py); the passages are cached
 in /tmp/citebot-replay/<name>-<hash of the store path and its .code stamp>.pkl,
@@ -22,6 +22,7 @@ import hashlib
 import os
 import pickle
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,17 +30,21 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.answers import targets
 from bot.answer.compose import SHORTLIST, ExtractiveComposer
-from bot.answer.passages import select_passages
+from bot.answer.passages import select_passages, with_windows
 from bot.evaluate import load_items, overlaps
 
 CACHE = Path("/tmp/citebot-replay")
+CACHE_FORMAT = 2
 
 
 def frozen_passages(t, items) -> dict[str, tuple]:
     """Per item id: (question, passages, expansions), retrieved once and cached (items not
     in the cache yet are retrieved and added)."""
     code = t.store.with_name(t.store.name + ".code")
-    stamp = hashlib.sha256(f"{t.store}:{code.read_text() if code.exists() else ''}".encode()).hexdigest()[:12]
+    # The cache's own format is in the stamp: passages cached before they carried their
+    # window scores (CACHE_FORMAT 1) are not taken for today's.
+    stamp = hashlib.sha256(f"{CACHE_FORMAT}:{t.store}:{code.read_text() if code.exists() else ''}"
+                           .encode()).hexdigest()[:12]
     path = CACHE / f"{t.name}-{stamp}.pkl"
     out = pickle.loads(path.read_bytes()) if path.exists() else {}
     missing = [i for i in items if i.id not in out]
@@ -62,6 +67,7 @@ def frozen_passages(t, items) -> dict[str, tuple]:
         terms = content_words(item.question)
         passages = select_passages(r.hits, c.settings.passages,
                                    widen=lambda ch, t=terms: retriever.boundary_neighbour(ch, t))
+        passages = with_windows(passages, retriever.window_scores(r, [p.chunk for p in passages]))
         out[item.id] = (item.question, passages, r.expansions)
     CACHE.mkdir(parents=True, exist_ok=True)
     path.write_bytes(pickle.dumps(out))
@@ -95,10 +101,12 @@ class CachedEncoder:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--collections", required=True, help="comma-separated names")
-    ap.add_argument("--split", default="dev", help="dev, test or all (default dev)")
+    ap.add_argument("--split", default="dev", help="dev, heldout or all (default dev)")
     ap.add_argument("--show", action="store_true", help="print each item given a label and not quoting one")
     ap.add_argument("--shortlist", type=int, default=SHORTLIST, help=f"candidates embedded (default {SHORTLIST})")
     ap.add_argument("--words-only", action="store_true", help="no embedding (the floor)")
+    ap.add_argument("--no-windows", action="store_true",
+                    help="passages without their window scores (compose.py WINDOW_WEIGHT off)")
     args = ap.parse_args()
     encode = None
     if not args.words_only:
@@ -116,6 +124,8 @@ def main() -> int:
             if item.id not in frozen:
                 continue
             question, passages, expansions = frozen[item.id]
+            if args.no_windows:
+                passages = [replace(p, windows=()) for p in passages]
             if not any(s in p.chunk.text for p in passages for s in item.must_contain):
                 continue
             given += 1

@@ -36,7 +36,7 @@ from elasticsearch import BadRequestError
 from search.errors import DimensionError, SearchBackendError
 from search.scope import Scope, glob_lucene, limiting
 from search.text import words
-from search.types import LexicalQuery
+from search.types import LexicalQuery, WindowScore
 
 # Lucene's BM25 with SQLite FTS5's constants (search/embedded.py ranks by FTS5's bm25()),
 # as the index's default similarity.
@@ -92,6 +92,27 @@ class ElasticQueries:
             raise
         # Cosine similarity is served as (1 + cos) / 2; the store protocol speaks cosine.
         return [(h["_id"], 2.0 * float(h["_score"]) - 1.0) for h in res["hits"]["hits"]]
+
+    def window_scores(self, vector: np.ndarray, chunk_ids: Sequence[str]) -> dict[str, list[WindowScore]]:
+        if not chunk_ids:
+            return {}
+        # The windows' own vectors (float HNSW keeps them exact), scored here as the
+        # embedded store scores them: a few chunks' windows, ~4 KB of JSON each.
+        res = self._search(
+            "reading window vectors", query={"ids": {"values": list(chunk_ids)}}, size=len(chunk_ids),
+            source={"includes": ["windows"], "exclude_vectors": False})
+        q = np.asarray(vector, np.float32)
+        out: dict[str, list[WindowScore]] = {}
+        for h in res["hits"]["hits"]:
+            windows = sorted(h["_source"].get("windows") or (), key=lambda w: w["index"])
+            if not windows:
+                continue
+            matrix = np.asarray([w["vector"] for w in windows], dtype=np.float32)
+            if q.shape != (matrix.shape[1],):
+                raise DimensionError(f"query vector has width {q.shape}, the store holds {matrix.shape[1]}")
+            out[h["_id"]] = [WindowScore(int(w["start"]), int(w["end"]), float(s))
+                             for w, s in zip(windows, matrix @ q, strict=True)]
+        return out
 
     def _msearch(self, doing: str, searches: Sequence[dict[str, Any]],
                  search_type: str | None = None) -> list[dict[str, Any]]:

@@ -30,7 +30,7 @@ import numpy as np
 
 from search.errors import DimensionError, IngestLockedError, ModelMismatchError, StoreError
 from search.scope import Scope, limiting
-from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window
+from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window, WindowScore
 
 DB_NAME = "citebot.sqlite3"
 LOCK_NAME = "ingest.lock"
@@ -470,6 +470,27 @@ class EmbeddedStore:
             k = min(k, int(mask.sum()))
         top = np.argsort(-best, kind="stable")[:k]
         return [(ids[i], float(best[i])) for i in top]
+
+    def window_scores(self, vector: np.ndarray, chunk_ids: Sequence[str]) -> dict[str, list[WindowScore]]:
+        if not chunk_ids:
+            return {}
+        marks = ",".join("?" * len(chunk_ids))
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT c.chunk_id, w.start, w.end, w.vector FROM windows w"
+                f" JOIN chunks c ON c.id = w.chunk_rowid WHERE c.chunk_id IN ({marks})"
+                " ORDER BY w.chunk_rowid, w.idx", list(chunk_ids)).fetchall()
+        if not rows:
+            return {}
+        matrix = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        if vector.shape != (matrix.shape[1],):
+            raise DimensionError(
+                f"query vector has width {vector.shape}, the store holds {matrix.shape[1]}")
+        scores = matrix @ vector.astype(np.float32)
+        out: dict[str, list[WindowScore]] = {}
+        for (cid, start, end, _), score in zip(rows, scores, strict=True):
+            out.setdefault(cid, []).append(WindowScore(int(start), int(end), float(score)))
+        return out
 
     def _match(self, expression: str, limit: int, scope: Scope | None = None) -> list[tuple[int, float]]:
         scope = limiting(scope)

@@ -27,7 +27,7 @@ from search.glossary import Expansion, Glossary
 from search.scope import Scope, limiting
 from search.store import Store
 from search.text import STOPWORDS, content_words, name_like, words
-from search.types import Chunk, Hit, LexicalQuery, WeightedTerms
+from search.types import Chunk, Hit, LexicalQuery, WeightedTerms, WindowScore
 
 MODES = ("dense", "lexical", "hybrid")
 
@@ -137,6 +137,8 @@ class Retrieval:
     addresses: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
     scope: Scope | None = None  # the scope it was searched under; None = the whole collection
+    # The question's vector when the dense arm ran (window_scores reuses it).
+    query_vector: np.ndarray | None = field(default=None, repr=False)
 
 
 def _positions(text: str, term: str) -> list[int]:
@@ -306,6 +308,7 @@ class Retriever:
         timings["analyse"] = (time.perf_counter() - t0) * 1000
 
         dense: list[tuple[str, float]] = []
+        vector = None
         if mode in ("dense", "hybrid"):
             t = time.perf_counter()
             vector = self.encode_query(question)
@@ -407,6 +410,7 @@ class Retriever:
             question=question, hits=hits, support=support, expansions=expansions,
             flooded=flooded, corrections=corrections, addresses=addresses,
             timings_ms={k: round(v, 2) for k, v in timings.items()}, scope=asked_scope,
+            query_vector=vector,
         )
 
     def _rerank(self, question: str, order: list[str], addressed: dict[str, float],
@@ -422,6 +426,16 @@ class Retriever:
         scores = list(self.reranker(question, [chunks[c].text for c in pool]))  # type: ignore[misc]
         ranked = [c for _, c in sorted(zip(scores, pool), key=lambda x: -x[0])]
         return (head + ranked)[: len(order)]
+
+    def window_scores(self, retrieval: Retrieval, chunks: Sequence[Chunk]) -> dict[str, list[WindowScore]]:
+        """Each chunk's windows with their cosine to the question (the retrieval's own
+        query vector, or the question embedded now when the dense arm did not run)."""
+        if not chunks:
+            return {}
+        vector = retrieval.query_vector
+        if vector is None:
+            vector = self.encode_query(retrieval.question)
+        return self.store.window_scores(vector, [c.chunk_id for c in chunks])
 
     def boundary_neighbour(self, chunk: Chunk, terms: Sequence[str],
                            scope: Scope | None = None) -> Chunk | None:

@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 
 from search.scope import Scope
-from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window
+from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window, WindowScore
 
 
 class Store(Protocol):
@@ -57,6 +57,11 @@ class Store(Protocol):
 
     def dense(self, vector: np.ndarray, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
         """Top-k chunk ids by cosine similarity; a chunk scores by its best window."""
+
+    def window_scores(self, vector: np.ndarray, chunk_ids: Sequence[str]) -> dict[str, list[WindowScore]]:
+        """Every window of each of these chunks with its cosine to `vector`, in window
+        order; unknown ids are left out. (Where in a passage the question's meaning lies:
+        the extractive composer reads it, bot/answer/compose.py WINDOW_WEIGHT.)"""
 
     def lexical(self, query: LexicalQuery, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
         """Top-k chunk ids by BM25 over weighted term groups and phrases."""

@@ -73,6 +73,16 @@ class Window:
 
 
 @dataclass(frozen=True)
+class WindowScore:
+    """How near one window of a chunk lies to a query: its span in the chunk's text and
+    the cosine of its vector with the query vector."""
+
+    start: int
+    end: int
+    score: float
+
+
+@dataclass(frozen=True)
 class DocumentRecord:
     """One ingested file."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -18,11 +19,11 @@ from bot.answer.compose import (
     ExtractiveComposer,
     quotation,
 )
-from bot.answer.passages import Passage
+from bot.answer.passages import Passage, with_windows
 from bot.answer.sentences import sentence_spans, split_sentences
 from bot.cli import cli
 from bot.evaluate import overlaps
-from search.types import Chunk
+from search.types import Chunk, WindowScore
 from tests.conftest import EXAMPLES, REPO
 
 
@@ -128,6 +129,31 @@ def test_rare_question_terms_outweigh_common_ones():
             "A worker restart resets the E-417 counter.")
     _, report = compose("does a worker restart reset the E-417 counter?", passage(1, text))
     assert "E-417" in report.quotes[0].text
+
+
+def test_the_window_nearest_the_question_in_meaning_decides_between_equal_word_matches():
+    # Two paragraphs, each with one sentence sharing the same question words; the store
+    # says the second paragraph's window lies nearest the question (Passage.windows).
+    first = "The rota is kept on the board by the door and changes every month."
+    second = "The rota names who waters the plants in the lobby while we are away."
+    text = first + "\n\n" + second
+    cut = len(first) + 2
+    plain = passage(1, text)
+    near_second = replace(plain, windows=(WindowScore(0, cut, 0.1), WindowScore(cut, len(text), 0.8)))
+    near_first = replace(plain, windows=(WindowScore(0, cut, 0.8), WindowScore(cut, len(text), 0.1)))
+    question = "who is on the rota while we are out?"
+    assert compose(question, near_second)[1].quotes[0].text == second
+    assert compose(question, near_first)[1].quotes[0].text == first
+
+
+def test_window_spans_follow_the_passage_when_its_overlap_is_stripped():
+    chunk = Chunk(chunk_id="c2", doc_id="d", source="guide.txt", heading_path=("Guide",), page=None,
+                  ordinal=2, text="Shared paragraph.\n\nOwn paragraph here.", tokens=5, overlap_prev=19)
+    own = "Own paragraph here."
+    (p,) = with_windows([Passage(1, chunk, own)], {"c2": [WindowScore(0, 17, 0.9), WindowScore(19, 38, 0.4)],
+                                                   "other": [WindowScore(0, 5, 1.0)]})
+    assert p.windows == (WindowScore(0, 19, 0.4),)  # the shared window is not in this passage
+    assert own[p.windows[0].start:p.windows[0].end] == own
 
 
 # -- how it is written ------------------------------------------------------------------

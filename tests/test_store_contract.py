@@ -312,6 +312,25 @@ def test_dense_ranks_chunks_by_their_best_window_with_cosine_scores(store):
     assert best[0][1] == pytest.approx(float(unit(1, 1, 0, 0) @ unit(1, 0.9, 0, 0)), abs=1e-4)
 
 
+def test_window_scores_are_every_windows_span_and_cosine_in_order(store):
+    k0, k1, k2 = chunk_ids(KITCHEN)
+    q = unit(1, 0.9, 0, 0)
+    scores = store.window_scores(q, [k1, "no-such-chunk", k0])
+    assert set(scores) == {k0, k1}  # the unknown id is left out
+    text = KITCHEN[1][1].text
+    half = len(text) // 2
+    assert [(w.start, w.end) for w in scores[k1]] == [(0, half), (half, 2 * half)]
+    assert [w.score for w in scores[k1]] == pytest.approx(
+        [float(unit(1, 1, 0, 0) @ q), float(E2 @ q)], abs=1e-4)
+    assert [w.score for w in scores[k0]] == pytest.approx([float(E1 @ q)], abs=1e-4)
+    assert store.window_scores(q, []) == {}
+
+
+def test_window_scores_of_the_wrong_width_are_refused(store):
+    with pytest.raises(DimensionError):
+        store.window_scores(np.ones(DIMS + 1, dtype=np.float32), chunk_ids(KITCHEN))
+
+
 def test_dense_returns_k_distinct_chunks(store):
     ranked = store.dense(unit(1, 1, 1, 1), 10)
     assert len(ranked) == 10 and len(set(ids(ranked))) == 10

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
-from search.types import Chunk, Hit
+from search.types import Chunk, Hit, WindowScore
 
 
 @dataclass(frozen=True)
@@ -15,6 +15,9 @@ class Passage:
     number: int
     chunk: Chunk
     text: str
+    # The chunk's embedding windows that fall in this text (spans in `text`), each with its
+    # cosine to the question (with_windows); empty when nobody read them.
+    windows: tuple[WindowScore, ...] = ()
 
     @property
     def heading(self) -> str:
@@ -64,3 +67,15 @@ def select_passages(
         Passage(i + 1, c, strip_overlap(c, by_position.get((c.doc_id, c.ordinal - 1))))
         for i, c in enumerate(chosen)
     ]
+
+
+def with_windows(passages: Sequence[Passage], scores: Mapping[str, Sequence[WindowScore]]) -> list[Passage]:
+    """The passages with their chunks' window scores (search.Retriever.window_scores),
+    spans moved from the chunk's text into the passage's (which may have lost its overlap)."""
+    out = []
+    for p in passages:
+        cut = len(p.chunk.text) - len(p.text)
+        windows = tuple(WindowScore(max(0, w.start - cut), w.end - cut, w.score)
+                        for w in scores.get(p.chunk.chunk_id, ()) if w.end > cut)
+        out.append(replace(p, windows=windows))
+    return out

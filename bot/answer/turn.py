@@ -17,7 +17,7 @@ from bot.answer.checks import ClaimJudge, check_answer, flag_inline
 from bot.answer.compose import Composer, Composition
 from bot.answer.condense import condense
 from bot.answer.gate import Gate
-from bot.answer.passages import Passage, select_passages
+from bot.answer.passages import Passage, select_passages, with_windows
 from bot.answer.record import TurnRecord, error_text, failure_text, new_turn_id
 from bot.answer.release import SentenceRelease, Sink
 from bot.memory.redis import RedisUnavailable
@@ -139,6 +139,10 @@ class Answerer:
             retrieval.hits, self.passage_count,
             widen=lambda c: self.retriever.boundary_neighbour(c, terms, scope),
         )
+        if getattr(self.composer, "reads_windows", False):
+            t = time.perf_counter()
+            passages = with_windows(passages, self.retriever.window_scores(retrieval, [p.chunk for p in passages]))
+            record.timings_ms["windows"] = round((time.perf_counter() - t) * 1000, 2)
         record.passages = [
             {"number": p.number, "chunk_id": p.chunk.chunk_id, "source": p.chunk.source,
              "heading_path": list(p.chunk.heading_path), "page": p.chunk.page,
