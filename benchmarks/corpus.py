@@ -3,14 +3,14 @@
 `apt-get download rust-doc` brings the Rust books (mdBook HTML) and the standard
 library's API reference (rustdoc HTML); the folders in BOOKS are unpacked under
 ~/.cache/citebot/bench/rust-doc and never enter the repository. Pages are taken book by
-book in BOOKS order, in path order within a book, until the chunker has cut at least
-TARGET_CHUNKS chunks, so the corpus is the same on every machine with the same package
-version: prose first (a tutorial, a language reference, examples), then API pages, as a
-team's mixed documentation would be. The count is the ingest's own (furniture judged
-among the selected pages, as ingest(..., within=CACHE) judges it). The embedded store built
-from it is cached beside it (`--build`: about 6 minutes on 2 shared CPU cores in session 5),
-checked against the listing's count, and the Elasticsearch index is filled from that store's
-vectors, never re-embedded.
+book in BOOKS order, in path order within a book (redirect stubs left out), until an
+ingest of them stores at least TARGET_CHUNKS chunks (furniture judged among the selected
+pages, as ingest(..., within=CACHE) judges it), so the corpus is the same on every
+machine with the same package version and ingest code: prose first (a tutorial, a
+language reference, examples), then API pages, as a team's mixed documentation would be.
+The embedded store built from it is cached beside it (`--build`: about 6 minutes on 2
+shared CPU cores in session 5) and checked against the listing's count; the
+Elasticsearch index is filled from that store's vectors, never re-embedded.
 
 (Until issue 9 this corpus was another Debian documentation package, now reserved for
 independent measurement and never used here; the figures taken on it were withdrawn.)
@@ -61,7 +61,7 @@ BOOKS = ("book", "reference", "rust-by-example", "nomicon", "edition-guide", "em
 SKIP_PARTS = {"first-edition", "second-edition", "2018-edition"}
 SKIP_NAMES = {"print.html", "404.html"}
 # Moved pages kept as stubs that refresh to the new address (the nomicon's old chapters,
-# std's re-export paths such as collections/hash/map/): 154 of the first 967 pages, one
+# std's re-export paths such as collections/hash/map/): 154 of the first 967 candidates, one
 # "Redirecting to ..." chunk each. The refresh sits in the first few hundred bytes.
 REDIRECT_MARK = b'http-equiv="refresh"'
 REDIRECT_HEAD_BYTES = 2048
