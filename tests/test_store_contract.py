@@ -313,7 +313,7 @@ def test_dense_ranks_chunks_by_their_best_window_with_cosine_scores(store):
 
 
 def test_window_scores_are_every_windows_span_and_cosine_in_order(store):
-    k0, k1, k2 = chunk_ids(KITCHEN)
+    k0, k1, _ = chunk_ids(KITCHEN)
     q = unit(1, 0.9, 0, 0)
     scores = store.window_scores(q, [k1, "no-such-chunk", k0])
     assert set(scores) == {k0, k1}  # the unknown id is left out

@@ -13,7 +13,7 @@ from bot.answer.turn import Answerer, failed_turn
 from bot.memory.state import InProcessState, PriorTurn
 from bot.slack.delivery import failure_notice
 from search.embedded import EmbeddedStore
-from search.errors import StoreError
+from search.errors import SearchBackendError, StoreError
 from search.glossary import Glossary
 from search.retrieve import Retriever
 
@@ -35,6 +35,27 @@ def answerer(small_store, test_embedder):
         return Answerer(retriever, ExtractiveComposer(test_embedder.encode_texts),
                         turnlog or small_store, state or InProcessState())
     return build
+
+
+class StoreWithoutWindowScores(EmbeddedStore):
+    """Elasticsearch failing the one read of the passages' window vectors."""
+
+    def window_scores(self, vector, chunk_ids):
+        raise SearchBackendError("reading window vectors failed: ConnectionTimeout")
+
+
+def test_a_failed_window_read_still_answers_from_the_passages_and_says_so(small_store, test_embedder):
+    store = StoreWithoutWindowScores(small_store.directory)
+    retriever = Retriever(store, test_embedder.encode_query, Glossary.empty())
+    answerer = Answerer(retriever, ExtractiveComposer(test_embedder.encode_texts), store, InProcessState())
+    record = answerer.ask(QUESTION)
+    assert record.error is None and not record.refused
+    assert record.quotes and all(q["verified"] for q in record.quotes)
+    assert any("window scores read failed" in e and "ConnectionTimeout" in e for e in record.errors)
+    healthy = Answerer(Retriever(small_store, test_embedder.encode_query, Glossary.empty()),
+                       ExtractiveComposer(test_embedder.encode_texts), small_store, InProcessState())
+    assert healthy.ask(QUESTION).errors == []  # the same turn with the read working
+    store.close()
 
 
 def test_a_failed_state_write_after_the_checks_keeps_the_checked_answer(answerer, small_store):

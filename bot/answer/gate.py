@@ -56,6 +56,14 @@ and meaning sit as close to the passages as an answerable question's do; telling
 apart needs a reader of the passages: the model's NOT_COVERED, or a cross-encoder or NLI
 model, which citebot does not ship (search/rerank.py).
 
+Re-measured at the paragraph windows (session 5; `gate_signals.py --collections
+examples,git,haproxy,sqlite --split dev`, dev items only), the gate refuses falsely
+examples 0.00, git 0.04, haproxy 0.07, sqlite 0.03 of the answerable questions and
+refuses 0.22, 0.00, 0.00 and 0.12 of the unanswerable ones; dense_z's ceilings are 0.22,
+0.25, 0.12 and 0.00, and the best pair fitted on all four reaches a mean of 0.12
+(best_coverage or sentence_coverage). The windows moved single questions across the
+edge, not the conclusion, so the constants stay.
+
 A word absent from the collection is reported (Support.missing), never alone a reason.
 """
 

@@ -140,9 +140,7 @@ class Answerer:
             widen=lambda c: self.retriever.boundary_neighbour(c, terms, scope),
         )
         if getattr(self.composer, "reads_windows", False):
-            t = time.perf_counter()
-            passages = with_windows(passages, self.retriever.window_scores(retrieval, [p.chunk for p in passages]))
-            record.timings_ms["windows"] = round((time.perf_counter() - t) * 1000, 2)
+            passages = self._with_windows(record, retrieval, passages)
         record.passages = [
             {"number": p.number, "chunk_id": p.chunk.chunk_id, "source": p.chunk.source,
              "heading_path": list(p.chunk.heading_path), "page": p.chunk.page,
@@ -212,6 +210,22 @@ class Answerer:
             record.unsupported = True
             answer = "⚠️ Unsupported: this answer cites no passage that was given, so it is not shown as an answer.\n\n" + answer
         record.answer = answer
+
+    def _with_windows(self, record: TurnRecord, retrieval: Retrieval, passages: list[Passage]) -> list[Passage]:
+        """The passages with their window scores (compose.py WINDOW_WEIGHT); when the store
+        cannot give them, the passages as they are: the sentences are chosen without
+        knowing where in a passage the question's meaning lies, and the record says so."""
+        t = time.perf_counter()
+        try:
+            scores = self.retriever.window_scores(retrieval, [p.chunk for p in passages])
+        except CitebotError as exc:
+            record.errors.append(f"window scores read failed: {error_text(exc)}; "
+                                 "sentences chosen without them")
+            log.warning("window_scores_unreadable", error=error_text(exc))
+            return passages
+        finally:
+            record.timings_ms["windows"] = round((time.perf_counter() - t) * 1000, 2)
+        return with_windows(passages, scores)
 
     def _history(self, record: TurnRecord, thread_key: str | None) -> list[PriorTurn]:
         """The thread's earlier turns; when the state cannot be read (Redis down), none: the
