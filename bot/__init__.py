@@ -9,3 +9,15 @@
 Imports flow downwards only (checked by import-linter, see pyproject.toml):
 cli → wiring/evaluate → slack → answer → memory → settings/logs, and bot → ingest → search.
 """
+
+import os
+
+# numpy's OpenBLAS on one thread, unless the environment says otherwise (read once, when
+# numpy loads, so it is set here, before anything imports numpy). A large matrix product,
+# such as the embedded store's dense scan of a 10,000-chunk collection, otherwise starts
+# a thread per core that keeps spinning after it and slows the model's next call: on the
+# rust-doc corpus (10,060 chunks, 2 cores) a turn's p50 was 158-163 ms with OpenBLAS on
+# both cores and 92-97 ms on one, compose 131-144 ms against 77-82; the scan itself is
+# 10-20% slower on one thread (1.8 against 1.6 ms), and on the sample handbook nothing
+# moves (benchmarks/blas_threads.py).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
