@@ -57,6 +57,12 @@ FURNITURE_NAMES = frozenset({
     # mdBook
     "menu-bar", "nav-wrapper", "nav-wide-wrapper", "nav-chapters", "mobile-nav-chapters",
     "sidebar-scrollbox", "left-buttons", "right-buttons",
+    # rustdoc: the "since 1.4.0 · source" stamp beside every item of an API page (its
+    # text became 7-character chunks, 476 of rust-doc's 10,060), the version sticker
+    # above the old book's pages ("Rust 1.63.0", on 300 of them) and the top-right bar
+    "rightside", "out-of-band", "since", "srclink", "versioninfo",
+    # and the label of a toggle that is open ("Expand description", in 124 chunks)
+    "hideme",
     # Javadoc (current and pre-JDK 9 names)
     "skip-navbar-top", "navbar-top", "navbar-bottom", "nav-list-search", "legal-copy",
     "legalcopy", "navbarcell1", "navbarcell1rev", "fixednav",
@@ -91,7 +97,8 @@ NAV_ACCESSKEYS = frozenset({"p", "n", "u", "h"})
 # An inline link that is a marker, not text: permalink glyphs, edit and source links.
 MARKER_LINK = re.compile(
     r"^(?:[¶#§🔗⚓]+|\[?(?:edit|edit source|source|docs|permalink)\]?|edit (?:this page|on \w+)"
-    r"|view (?:page )?source|show source|improve this page|suggest an edit)$",
+    r"|view (?:page )?source|show source|improve this page|suggest an edit"
+    r"|read more(?:\.\.\.|…)?)$",  # rustdoc's after every summary (4,250 rust-doc chunks)
     re.IGNORECASE)
 MARKER_TITLE = re.compile(r"^(?:permalink|permanent link|link to this|direct link)", re.IGNORECASE)
 SKIP_LINK = re.compile(r"^(?:skip|jump) to\b", re.IGNORECASE)

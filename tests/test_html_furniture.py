@@ -56,6 +56,25 @@ def test_sphinx_page_keeps_only_its_main_text_and_drops_permalinks():
     assert headings(html) == [("Swap stations",)]
 
 
+def test_rustdoc_version_stamps_and_source_links_are_dropped():
+    html = page(
+        "<div id='versioninfo'><span class='white-sticker'><a href='https://example.org'>Quill</a>"
+        " 4.2.0</span><br></div>"
+        "<main><h1 class='fqn'>Struct <a href='#'>Station</a><span class='out-of-band'>"
+        "<span class='since' title='Stable since 1.2.0'>1.2.0</span> · <a class='srclink' "
+        "href='../src/station.rs.html#10'>source</a></span></h1>"
+        f"<details class='toggle top-doc' open><summary class='hideme'><span>Expand description</span>"
+        f"</summary><p>{BODY}</p></details>"
+        "<section id='method.swap' class='method has-srclink'><span class='rightside'>"
+        "<span class='since' title='Stable since 1.4.0'>1.4.0</span> · <a class='srclink' "
+        "href='../src/station.rs.html#42'>source</a></span><h4 class='code-header'>pub fn "
+        f"<a href='#method.swap'>swap</a>(&amp;mut self)</h4></section><p>{MORE} "
+        "<a href='trait.Swap.html#tymethod.swap'>Read more</a></p></main>")
+    assert paragraphs(html) == [BODY, MORE]
+    assert all("1.2.0" not in h and "1.4.0" not in h for path in headings(html) for h in path)
+    assert [h[-1] for h in headings(html)] == ["Struct Station", "pub fn swap(&mut self)"]
+
+
 def test_docbook_navigation_and_table_of_contents_are_dropped():
     html = page(
         "<div class='navheader'><table><tr><th colspan='3'>Chapter 3. Stations</th></tr>"
