@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import bot  # noqa: F401 - first: numpy's BLAS threads as in citebot (bot/__init__.py, blas_threads.py)
 import corpus
 
 from ingest.embedder import Embedder

@@ -13,7 +13,7 @@ Text. Debian's rust-doc (benchmarks/corpus.py fetches it at run time into
 loaded and chunked by citebot's loader and chunker (without the folder-wide furniture
 pass of a real ingest), cached in scale-base.jsonl. The cached base of sessions 4-5 was
 cut from the 899-page listing of session 4 (895 pages the loader took, 7,266
-base chunks); the listing is now 817 pages (redirect stubs left out, chunks counted as ingest
+base chunks); the listing is now 833 pages (redirect stubs left out, chunks counted as ingest
 stores them), which a new base would follow. Beyond the base, copy k of base chunk i
 (k = 1, 2, ...) is the same passage under the source `copy<k>/<source>` with a
 deterministic tenth of its words left out (which words: a generator seeded by k and i),

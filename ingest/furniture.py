@@ -58,8 +58,8 @@ FURNITURE_NAMES = frozenset({
     "menu-bar", "nav-wrapper", "nav-wide-wrapper", "nav-chapters", "mobile-nav-chapters",
     "sidebar-scrollbox", "left-buttons", "right-buttons",
     # rustdoc: the "since 1.4.0 · source" stamp beside every item of an API page (its
-    # text became 7-character chunks, 476 of rust-doc's 10,060), the version sticker
-    # above the old book's pages ("Rust 1.63.0", on 300 of them) and the top-right bar
+    # text became 7-character chunks, 476 of a 10,060-chunk rust-doc selection), the sticker
+    # above the old book's pages (59 chunks of "Rust 1.63.0" alone) and the top-right bar
     "rightside", "out-of-band", "since", "srclink", "versioninfo",
     # and the label of a toggle that is open ("Expand description", in 124 chunks)
     "hideme",

@@ -35,11 +35,11 @@ Mapping, and the measurements behind it:
 - Vectors: one document per chunk, its embedding windows as nested dense vectors;
   `knn` on the nested field scores a chunk by its best window (the protocol's rule) and
   returns k distinct chunks. One document per window collapsed to its chunk was
-  measured beside it (benchmarks/elastic_tuning.py on rust-doc, 10,060 chunks, 15,869
-  windows, 40 queries, load 3.0): recall@30 0.943 / 0.949 at 200 / 400 candidates
-  against nested's 0.999 / 1.000, recall@5 0.945 / 0.950 against 1.000, p50 1.6-2.7 ms
-  against 1.9-2.3, 23.5 MB of vector files against 23.6. It lost two queries whole among
-  rustdoc's near-identical one-line chunks (benchmarks/README.md). The structure decides
+  measured beside it (benchmarks/elastic_tuning.py on rust-doc, 10,001 chunks, 15,808
+  windows, 40 queries, load 1.8-2.0): recall@30 0.994 / 0.998 at 200 / 400 candidates
+  against nested's 0.998 / 1.000, recall@5 1.000 for both, p50 2.3-2.4 ms against
+  2.1-2.5, 23.5 MB of vector files for both (on the earlier selection, with 819 one-line
+  rustdoc stamps, per window lost two queries whole: 0.949). The structure decides
   too: per window needs k x (windows per chunk) hits before the collapse (a guess: 4
   here) and documents that are not chunks, which every count, BM25 statistic and
   lookup would have to filter out; nested keeps words, counts and vectors of a chunk on
@@ -110,15 +110,15 @@ INDEX_SETTINGS: dict[str, Any] = {
 
 # Vectors: float HNSW (m 16, ef_construction 100), not this version's default bbq_hnsw
 # nor int8_hnsw. Measured by `benchmarks/elastic_tuning.py --corpus rust --only knn` on
-# rust-doc (10,060 chunks, 15,869 windows), 40 queries, recall against the exact scan,
-# k = 30, one segment, load average 3.0:
+# rust-doc (10,001 chunks, 15,808 windows), 40 queries, recall against the exact scan,
+# k = 30, one segment, load average 1.8-2.0:
 #   num_candidates           30     60    100    200    400
-#   hnsw       recall@30   0.930  0.954  0.958  0.999  1.000   p50 1.6-2.3 ms
-#   int8_hnsw  recall@30   0.914  0.924  0.927  0.963  0.964
-#   bbq_hnsw   recall@30   0.893  0.945  0.949  0.950  0.950
+#   hnsw       recall@30   0.949  0.979  0.988  0.998  1.000   p50 1.8-2.5 ms
+#   int8_hnsw  recall@30   0.938  0.969  0.976  0.983  0.983
+#   bbq_hnsw   recall@30   0.940  0.969  0.971  0.974  0.974
 # Quantised vectors plateau below exact (their scores are approximate) and are not
-# faster at this size (p50 at 400: 2.1 ms int8, 3.3 bbq); vector files take 23.6 MB
-# (hnsw), 29.5 (int8: floats kept too) and 24.5 (bbq). Float is the "or better" choice
+# faster at this size (p50 at 400: 2.5 ms int8, 3.9 bbq); vector files take 23.5 MB
+# (hnsw), 29.4 (int8: floats kept too) and 24.4 (bbq). Float is the "or better" choice
 # until a collection has millions of windows.
 INDEX_OPTIONS: dict[str, Any] = {"type": "hnsw", "m": 16, "ef_construction": 100}
 

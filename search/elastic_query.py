@@ -54,10 +54,10 @@ SPELLING_SUGGESTIONS = 50
 
 # num_candidates = max(k * NUM_CANDIDATES_FACTOR, NUM_CANDIDATES_MIN), at most 10,000.
 # For the Retriever's k = 30 that is 400: recall@30 1.000 and recall@5 1.000 against
-# exact search on rust-doc (the table at search/elastic.py INDEX_OPTIONS; 0.999 / 1.000
-# at 200, 0.958 / 0.970 at 100), for ~0.6 ms more than 100 candidates (p50 2.3 against
-# 1.7 ms, load 3.0). The embedded store searches exactly, so this is what keeps the two
-# backends' dense arms alike.
+# exact search on rust-doc (the table at search/elastic.py INDEX_OPTIONS; 0.998 / 1.000
+# at 200, 0.988 / 1.000 at 100), for ~0.6 ms more than 100 candidates (p50 2.5 against
+# 1.9 ms, load 1.8-2.0). The embedded store searches exactly, so this is what keeps the
+# two backends' dense arms alike.
 NUM_CANDIDATES_FACTOR = 10
 NUM_CANDIDATES_MIN = 400
 NUM_CANDIDATES_MAX = 10_000
