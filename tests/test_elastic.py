@@ -223,6 +223,16 @@ def test_both_backends_hold_the_same_handbook_and_find_alike(
 
     questions = [json.loads(line) for line in (EXAMPLES / "questions.jsonl").open()]
     vectors = {q["question"]: embedder.encode_query(q["question"]) for q in questions}
+    # The window scores the extractive composer reads (bot/answer/compose.py WINDOW_WEIGHT):
+    # the same spans and cosines from both stores, on the real model's vectors.
+    ids = [c.chunk_id for c in emb.iter_chunks()[::12]]
+    for q in questions[:5]:
+        v = vectors[q["question"]]
+        mine, theirs = emb.window_scores(v, ids), es.window_scores(v, ids)
+        assert set(mine) == set(theirs) == set(ids)
+        for cid in ids:
+            assert [(w.start, w.end) for w in theirs[cid]] == [(w.start, w.end) for w in mine[cid]]
+            assert [w.score for w in theirs[cid]] == pytest.approx([w.score for w in mine[cid]], abs=1e-5)
     glossary = Glossary.load(EXAMPLES / "glossary.csv")
     answerable = [q for q in questions if q["must_contain"]]
     shares: dict[str, float] = {}
