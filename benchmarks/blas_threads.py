@@ -6,7 +6,8 @@ for a while after it; the model's own threads then share the cores with them. bo
 therefore sets OPENBLAS_NUM_THREADS=1 unless it is set already. This measures what that
 costs and saves: each configuration runs in a fresh process (the variable is read once,
 when numpy loads), the two interleaved, each doing what a turn does on the embedded
-store (retrieve, read the passages' window scores, compose), after one warm-up pass.
+store (the Answerer's whole turn: retrieve, gate, passages and their window scores, compose,
+checks), after one warm-up pass.
 
     .venv/bin/python benchmarks/blas_threads.py [--corpus rust|examples] [--runs 3] [--json]
 
@@ -22,12 +23,14 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PASSES = 3  # after the warm-up pass
 STAGES = ("embed", "dense", "lexical", "total", "compose", "turn")
+# Where each stage's time is in a turn record's timings_ms ("total" is retrieval's).
+STAGE_KEYS = {"embed": "retrieve_embed", "dense": "retrieve_dense", "lexical": "retrieve_lexical",
+              "total": "retrieve_total", "compose": "compose", "turn": "total"}
 
 
 def child(corpus_name: str) -> dict:
@@ -36,35 +39,34 @@ def child(corpus_name: str) -> dict:
     import corpus
     import numpy as np
 
-    from bot.answer.compose import ExtractiveComposer
-    from bot.answer.passages import select_passages, with_windows
-    from ingest.embedder import Embedder
-    from search.glossary import Glossary
-    from search.retrieve import Retriever
+    from bot.evaluate import MemoryTurnLog
+    from bot.settings import load_settings
+    from bot.wiring import Components
 
-    embedder = Embedder()
+    # The turns are citebot's own, through the Answerer the command line builds, on the
+    # store corpus.py builds (or checks) once, without a glossary.
+    os.environ["CITEBOT_STORE"] = str(corpus.CACHE / ("embedded" if corpus_name == "rust" else "examples-embedded"))
+    for name in ("CITEBOT_ES_URL", "CITEBOT_GLOSSARY", "ANTHROPIC_API_KEY"):
+        os.environ.pop(name, None)
+    c = Components(load_settings())
     if corpus_name == "rust":
-        store, questions = corpus.embedded_store(embedder), corpus.QUESTIONS
+        corpus.embedded_store(c.embedder).close()
+        questions = corpus.QUESTIONS
     else:
-        store, questions = corpus.examples_store(embedder), corpus.examples_questions()
-    retriever = Retriever(store, embedder.encode_query, Glossary.empty())
-    composer = ExtractiveComposer(embedder.encode_texts)
+        corpus.examples_store(c.embedder).close()
+        questions = corpus.examples_questions()
+    answerer = c.make_answerer(c.retriever(), MemoryTurnLog())
     times: dict[str, list[float]] = {s: [] for s in STAGES}
     for n in range(PASSES + 1):
         for q in questions:
-            t0 = time.perf_counter()
-            r = retriever.retrieve(q)
-            passages = select_passages(r.hits, 6)
-            passages = with_windows(passages, retriever.window_scores(r, [p.chunk for p in passages]))
-            t1 = time.perf_counter()
-            composer.compose(q, passages, [], r.expansions)
-            t2 = time.perf_counter()
+            record = answerer.ask(q)
+            if record.error:
+                raise SystemExit(f"{q!r}: {record.error}")
             if n == 0:
                 continue
-            for s in ("embed", "dense", "lexical", "total"):
-                times[s].append(r.timings_ms.get(s, 0.0))
-            times["compose"].append((t2 - t1) * 1000)
-            times["turn"].append((t2 - t0) * 1000)
+            for stage, key in STAGE_KEYS.items():
+                if key in record.timings_ms:  # compose: not for a question the gate refused
+                    times[stage].append(record.timings_ms[key])
     return {"threads": os.environ.get("OPENBLAS_NUM_THREADS"), "questions": len(questions),
             "p50_ms": {s: round(float(np.percentile(v, 50)), 2) for s, v in times.items()},
             "load": round(os.getloadavg()[0], 2)}

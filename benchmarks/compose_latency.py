@@ -28,11 +28,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bot.answer.compose import SHORTLIST, ExtractiveComposer
-from bot.answer.passages import select_passages, with_windows
-from bot.evaluate import load_items
+from bot.answer.turn import Answerer, new_record
+from bot.evaluate import MemoryTurnLog, load_items
+from bot.memory.state import InProcessState
 from bot.settings import load_settings
 from bot.wiring import Components
-from search.text import content_words
 
 EVERY_SENTENCE = 10**6  # a shortlist no passage set reaches
 
@@ -44,38 +44,36 @@ def main() -> int:
     args = ap.parse_args()
     c = Components(load_settings())
     retriever = c.retriever()
+    # Passages exactly as a turn gives them (Answerer.passages: widening, window scores),
+    # for the default extractive composer whatever the environment configures.
+    answerer = Answerer(retriever, ExtractiveComposer(c.embedder.encode_texts), MemoryTurnLog(),
+                        InProcessState(), passages=c.settings.passages)
     items = [i for i in load_items(args.questions) if i.answerable]
     if args.limit:
         items = items[: args.limit]
     inputs = []
+    times = []  # the store read that gives the passages their window scores, apart
     for item in items:
         r = retriever.retrieve(item.question)
         if not r.hits:
             continue
-        terms = content_words(item.question)
-        passages = select_passages(r.hits, c.settings.passages,
-                                   widen=lambda ch, t=terms: retriever.boundary_neighbour(ch, t))
-        inputs.append((item.question, passages, r.expansions, r))
+        record = new_record(item.question)
+        passages = answerer.passages(record, r)
+        if record.errors:  # a window read the store refused: say so, never time without it
+            raise SystemExit(f"{item.id}: {record.errors[0]}")
+        times.append(record.timings_ms["windows"])
+        inputs.append((item.question, passages, r.expansions))
     c.embedder.encode_texts(["warm up the model"])  # its first call pays one-off set-up
     ways = {"shortlist": ExtractiveComposer(c.embedder.encode_texts, shortlist=SHORTLIST),
             "every sentence": ExtractiveComposer(c.embedder.encode_texts, shortlist=EVERY_SENTENCE),
             "words only": ExtractiveComposer(None)}
     load_before = os.getloadavg()[0]
     print(f"{len(inputs)} questions; load average {load_before:.1f} on {os.cpu_count()} cores")
-    # The store read that gives the passages their window scores (the Answerer's
-    # "windows" stage), timed apart from composing.
-    times = []
-    windowed = []
-    for question, passages, expansions, r in inputs:
-        t = time.perf_counter()
-        passages = with_windows(passages, retriever.window_scores(r, [p.chunk for p in passages]))
-        times.append((time.perf_counter() - t) * 1000)
-        windowed.append((question, passages, expansions))
     p50, p90 = np.percentile(times, [50, 90])
     print(f"{'window scores':16} p50 {p50:7.1f} ms   p90 {p90:7.1f} ms")
     for name, composer in ways.items():
         times = []
-        for question, passages, expansions in windowed:
+        for question, passages, expansions in inputs:
             t = time.perf_counter()
             composer.compose(question, passages, [], expansions)
             times.append((time.perf_counter() - t) * 1000)

@@ -30,7 +30,6 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.answers import targets
 from bot.answer.compose import SHORTLIST, ExtractiveComposer
-from bot.answer.passages import select_passages, with_windows
 from bot.evaluate import load_items, overlaps
 
 CACHE = Path("/tmp/citebot-replay")
@@ -56,18 +55,23 @@ def frozen_passages(t, items) -> dict[str, tuple]:
         os.environ["CITEBOT_GLOSSARY"] = str(t.glossary)
     else:
         os.environ.pop("CITEBOT_GLOSSARY", None)
+    from bot.answer.turn import Answerer, new_record
+    from bot.evaluate import MemoryTurnLog
+    from bot.memory.state import InProcessState
     from bot.settings import load_settings
     from bot.wiring import Components
-    from search.text import content_words
 
     c = Components(load_settings())
     retriever = c.retriever()
+    # Passages exactly as a turn gives them (Answerer.passages), for the extractive composer.
+    answerer = Answerer(retriever, ExtractiveComposer(None), MemoryTurnLog(), InProcessState(),
+                        passages=c.settings.passages)
     for item in missing:
         r = retriever.retrieve(item.question)
-        terms = content_words(item.question)
-        passages = select_passages(r.hits, c.settings.passages,
-                                   widen=lambda ch, t=terms: retriever.boundary_neighbour(ch, t))
-        passages = with_windows(passages, retriever.window_scores(r, [p.chunk for p in passages]))
+        record = new_record(item.question)
+        passages = answerer.passages(record, r)
+        if record.errors:
+            raise SystemExit(f"{t.name} {item.id}: {record.errors[0]}")
         out[item.id] = (item.question, passages, r.expansions)
     CACHE.mkdir(parents=True, exist_ok=True)
     path.write_bytes(pickle.dumps(out))

@@ -16,8 +16,8 @@ import os
 # numpy loads, so it is set here, before anything imports numpy). A large matrix product,
 # such as the embedded store's dense scan of a 10,000-chunk collection, otherwise starts
 # a thread per core that keeps spinning after it and slows the model's next call: on the
-# rust-doc corpus (10,001 chunks, 2 cores) a turn's p50 was 154-158 ms with OpenBLAS on
-# both cores and 91-103 ms on one, compose 134-139 ms against 78-83; the scan itself is
-# about 10% slower on one thread (1.7 against 1.5 ms), and on the sample handbook nothing
-# moves (benchmarks/blas_threads.py).
+# rust-doc corpus (10,001 chunks, 2 cores) a turn's p50 was 155-176 ms with OpenBLAS on
+# both cores and 94-102 ms on one, compose 133-153 ms against 81-89; the scan itself is
+# about 15% slower on one thread (1.8 against 1.55 ms), and on the sample handbook the
+# turn is within 3% either way (benchmarks/blas_threads.py).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -134,13 +134,7 @@ class Answerer:
             self._remember(record, thread_key)
             return
 
-        terms = content_words(record.condensed_query)
-        passages = select_passages(
-            retrieval.hits, self.passage_count,
-            widen=lambda c: self.retriever.boundary_neighbour(c, terms, scope),
-        )
-        if getattr(self.composer, "reads_windows", False):
-            passages = self._with_windows(record, retrieval, passages)
+        passages = self.passages(record, retrieval, scope)
         record.passages = [
             {"number": p.number, "chunk_id": p.chunk.chunk_id, "source": p.chunk.source,
              "heading_path": list(p.chunk.heading_path), "page": p.chunk.page,
@@ -210,6 +204,19 @@ class Answerer:
             record.unsupported = True
             answer = "⚠️ Unsupported: this answer cites no passage that was given, so it is not shown as an answer.\n\n" + answer
         record.answer = answer
+
+    def passages(self, record: TurnRecord, retrieval: Retrieval, scope: Scope | None = None) -> list[Passage]:
+        """What the composer is given for a retrieval: the top hits as numbered passages,
+        widened at a boundary, with their window scores when the composer reads them
+        (benchmarks that time or replay composing take them from here too)."""
+        terms = content_words(record.condensed_query)
+        passages = select_passages(
+            retrieval.hits, self.passage_count,
+            widen=lambda c: self.retriever.boundary_neighbour(c, terms, scope),
+        )
+        if getattr(self.composer, "reads_windows", False):
+            passages = self._with_windows(record, retrieval, passages)
+        return passages
 
     def _with_windows(self, record: TurnRecord, retrieval: Retrieval, passages: list[Passage]) -> list[Passage]:
         """The passages with their window scores (compose.py WINDOW_WEIGHT); when the store
