@@ -78,7 +78,7 @@ from search.errors import (
     StoreError,
 )
 from search.scope import Scope
-from search.text import words
+from search.text import stem, words
 from search.types import Chunk, DocumentRecord, ModelStamp, Window
 
 # Standard logging: the command line routes it through its structlog handler; a program
@@ -94,7 +94,13 @@ log = logging.getLogger("citebot.search")
 # 3: `vocab` indexed (document frequencies and spelling candidates read Lucene's term
 # dictionary), BM25 with FTS5's k1 and b as the default similarity, no stored token
 # fields (issue 13). A format-2 index is refused: re-ingest into a new CITEBOT_INDEX.
-INDEX_FORMAT = 3
+# 4: `stems` and `heading_stems` (search.text.stem of each token of `words` and
+# `heading`), read by the stemmed term groups (search/retrieve.py STEM_WEIGHT). A format-3
+# index is refused for reading; `citebot ingest` upgrades it: the next run builds a
+# format-4 index even when no document changed, copying each chunk with its stems added
+# (from the stored text; nothing is embedded again).
+INDEX_FORMAT = 4
+UPGRADABLE_FORMATS = frozenset({3})
 
 # Primary shards of a new index: CITEBOT_ES_SHARDS, 1 by default (a 1M-chunk collection
 # is a few GB; benchmarks/scale.py measures 1 against more). BM25 statistics stay exact
@@ -190,6 +196,7 @@ def mapping_for(stamp: ModelStamp, state: str) -> dict[str, Any]:
             "superseded": {"type": "boolean", "index": False},
             "url": stored, "anchor": stored,
             "words": words_field, "heading": words_field,
+            "stems": words_field, "heading_stems": words_field,
             "vocab": {"type": "keyword", "ignore_above": MAX_TOKEN_CHARS},
             "windows": {
                 "type": "nested",
@@ -319,11 +326,21 @@ class ElasticStore(ElasticQueries):
                 return None
         return max(found) if found else None
 
-    def _stamp_of(self, index: str) -> ModelStamp:
+    def _stamp_of(self, index: str, *, upgrading: bool = False) -> ModelStamp:
+        """The index's model stamp. An index of an older format that an ingest can upgrade
+        is accepted only when `upgrading` (an ingest opening it); a reader is refused."""
         with self._calls(f"reading the mapping of {index}"):
             mapping = self.es.indices.get_mapping(index=index).body
         meta = mapping[index]["mappings"].get("_meta", {}).get("citebot", {})
-        if meta.get("format") != INDEX_FORMAT or "model" not in meta:
+        if meta.get("format") in UPGRADABLE_FORMATS and "model" in meta:
+            if not upgrading:
+                raise StoreError(
+                    f"the index {index} behind {self.alias} was written by an older citebot "
+                    f"(format {meta['format']}, expected {INDEX_FORMAT}: it lacks the stemmed "
+                    "fields); run `citebot ingest` on its collection again to upgrade it "
+                    "(every chunk is copied, nothing is embedded again)"
+                )
+        elif meta.get("format") != INDEX_FORMAT or "model" not in meta:
             raise StoreError(
                 f"the index {index} behind {self.alias} was not written by this version of "
                 f"citebot (format {meta.get('format')!r}, expected {INDEX_FORMAT}); re-ingest "
@@ -339,7 +356,7 @@ class ElasticStore(ElasticQueries):
 
     def open_for(self, stamp: ModelStamp) -> None:
         index = self._current_index()
-        current = None if index is None else self._stamp_of(index)
+        current = None if index is None else self._stamp_of(index, upgrading=True)
         if current is not None and current != stamp:
             raise ModelMismatchError(
                 f"the Elasticsearch index {self.alias} at {self.url} was built with "
@@ -441,8 +458,12 @@ class ElasticStore(ElasticQueries):
     def commit_ingest(self) -> None:
         """Copy the untouched documents over, then move the alias and drop old indices."""
         if self._build is None:
-            return  # nothing was written or deleted: the current index stays
+            current = self._current_index()
+            if current is None or self._format_of(current) == INDEX_FORMAT:
+                return  # nothing was written or deleted: the current index stays
+            self._build_index()  # an older format: this run rewrites it (UPGRADABLE_FORMATS)
         build = self._build
+        assert build is not None
         self._flush_writes()
         current = self._current_index()
         if current is not None:
@@ -496,11 +517,20 @@ class ElasticStore(ElasticQueries):
         return [len(next(c for c in copies if c["routing"]["primary"])["segments"])
                 for copies in shards.values()]
 
+    def _format_of(self, index: str) -> Any:
+        with self._calls(f"reading the mapping of {index}"):
+            mapping = self.es.indices.get_mapping(index=index).body
+        return mapping[index]["mappings"].get("_meta", {}).get("citebot", {}).get("format")
+
     def _copy_actions(self, source: str, target: str, skip: set[str]) -> Iterator[dict[str, Any]]:
+        upgrade = self._format_of(source) != INDEX_FORMAT
         for hit in self._scan({"match_all": {}}, True, index=source, vectors=True):
-            if hit["_source"]["source"] in skip:
+            src = hit["_source"]
+            if src["source"] in skip:
                 continue
-            yield {"_op_type": "index", "_index": target, "_id": hit["_id"], "_source": hit["_source"]}
+            if upgrade and src.get("kind") == "chunk":
+                src = {**src, **_stems_of(words(src["text"]), words(" ".join(src.get("heading_path") or ())))}
+            yield {"_op_type": "index", "_index": target, "_id": hit["_id"], "_source": src}
 
     def _drop_old_indices(self, keep: str) -> None:
         """Delete superseded indices; a build younger than STALE_BUILD_S may still be running."""
@@ -729,6 +759,12 @@ def _document_action(index: str, doc: DocumentRecord) -> dict[str, Any]:
     }
 
 
+def _stems_of(text_words: Sequence[str], heading_words: Sequence[str]) -> dict[str, str]:
+    """A chunk's stemmed fields, from its words (the same tokens the embedded store stems)."""
+    return {"stems": " ".join(map(stem, text_words)),
+            "heading_stems": " ".join(map(stem, heading_words))}
+
+
 def _chunk_action(index: str, c: Chunk, windows: Sequence[Window]) -> dict[str, Any]:
     text_words = words(c.text)
     heading_words = words(" ".join(c.heading_path))
@@ -741,6 +777,7 @@ def _chunk_action(index: str, c: Chunk, windows: Sequence[Window]) -> dict[str, 
             "overlap_next": c.overlap_next, "superseded": c.superseded,
             "url": c.url, "anchor": c.anchor,
             "words": " ".join(text_words), "heading": " ".join(heading_words),
+            **_stems_of(text_words, heading_words),
             "vocab": sorted(set(text_words) | set(heading_words)),
             "windows": [
                 {"index": w.index, "start": w.start, "end": w.end,

@@ -35,7 +35,7 @@ from elasticsearch import BadRequestError
 
 from search.errors import DimensionError, SearchBackendError
 from search.scope import Scope, glob_lucene, limiting
-from search.text import words
+from search.text import query_stems, words
 from search.types import LexicalQuery, WindowScore
 
 # Lucene's BM25 with SQLite FTS5's constants (search/embedded.py ranks by FTS5's bm25()),
@@ -144,11 +144,16 @@ class ElasticQueries:
 
     def lexical(self, query: LexicalQuery, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
         """Elasticsearch's own BM25 (k1, b as FTS5's; see SIMILARITY) over citebot's tokens:
-        each group's terms in text and heading (_group_clauses) at the group's weight, the
+        each group's terms in text and heading (_group_clauses) at the group's weight (a
+        stemmed group's stems in the stemmed fields), the
         query's phrases in the text. One request; nothing is re-scored."""
         should: list[dict[str, Any]] = []
         for group in query.groups:
-            clauses = _group_clauses([tuple(words(t)) for t in group.terms])
+            if group.stemmed:
+                clauses = _group_clauses([tuple(query_stems(t)) for t in group.terms],
+                                         "stems", "heading_stems")
+            else:
+                clauses = _group_clauses([tuple(words(t)) for t in group.terms])
             if clauses:
                 should.append({"bool": {"should": clauses, "boost": group.weight}})
         for phrase, weight in query.phrases:
@@ -273,7 +278,8 @@ def num_candidates(k: int) -> int:
     return min(NUM_CANDIDATES_MAX, max(k * NUM_CANDIDATES_FACTOR, NUM_CANDIDATES_MIN, k))
 
 
-def _group_clauses(terms: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
+def _group_clauses(terms: Sequence[Sequence[str]], text_field: str = "words",
+                   heading_field: str = "heading") -> list[dict[str, Any]]:
     """One term group's clauses: each term (one token, or an exact phrase for several) in
     the text and, at HEADING_BOOST, in the heading path; BM25 scores summed, as FTS5 sums
     `"a" OR "b"`. Per-field clauses, not combined_fields (BM25F, closer to FTS5's row
@@ -283,8 +289,8 @@ def _group_clauses(terms: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
     0.778 / 0.806 / 0.778, sqlite 0.745 / 0.766 / 0.681)."""
     clauses: list[dict[str, Any]] = []
     for t in dict.fromkeys(tuple(t) for t in terms if t):
-        clauses.append(_phrase_clause("words", t, 1.0))
-        clauses.append(_phrase_clause("heading", t, HEADING_BOOST))
+        clauses.append(_phrase_clause(text_field, t, 1.0))
+        clauses.append(_phrase_clause(heading_field, t, HEADING_BOOST))
     return clauses
 
 

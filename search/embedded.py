@@ -30,6 +30,7 @@ import numpy as np
 
 from search.errors import DimensionError, IngestLockedError, ModelMismatchError, StoreError
 from search.scope import Scope, limiting
+from search.text import query_stems, stems
 from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window, WindowScore
 
 DB_NAME = "citebot.sqlite3"
@@ -178,6 +179,18 @@ def m004_links(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE chunks ADD COLUMN anchor TEXT")
 
 
+@migration
+def m005_stems(db: sqlite3.Connection) -> None:
+    """The stemmed lexical fields (search.text.stems): the term groups' BM25 reads them;
+    phrases, document frequencies and the vocabulary keep reading chunks_fts's words.
+    Filled from the stored chunks, so a store ingested before needs no re-ingest."""
+    db.execute("CREATE VIRTUAL TABLE chunks_stems USING fts5("
+               "stems, heading, tokenize = 'unicode61 remove_diacritics 2')")
+    for rowid, text, heading_path in db.execute("SELECT id, text, heading_path FROM chunks").fetchall():
+        db.execute("INSERT INTO chunks_stems (rowid, stems, heading) VALUES (?, ?, ?)",
+                   (rowid, " ".join(stems(text)), " ".join(stems(" ".join(json.loads(heading_path))))))
+
+
 class EmbeddedStore:
     """SQLite + FTS5 + numpy store in one directory."""
 
@@ -288,6 +301,10 @@ class EmbeddedStore:
                         "INSERT INTO chunks_fts (rowid, text, heading) VALUES (?, ?, ?)",
                         (rowid, c.text, " ".join(c.heading_path)),
                     )
+                    self._db.execute(
+                        "INSERT INTO chunks_stems (rowid, stems, heading) VALUES (?, ?, ?)",
+                        (rowid, " ".join(stems(c.text)), " ".join(stems(" ".join(c.heading_path)))),
+                    )
                 self._db.executemany(
                     "INSERT INTO windows VALUES (?, ?, ?, ?, ?)",
                     [
@@ -308,6 +325,7 @@ class EmbeddedStore:
             "SELECT c.id FROM chunks c JOIN documents d ON c.doc_id = d.doc_id"
             " WHERE d.source = ?", (source,))]
         self._db.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(i,) for i in ids])
+        self._db.executemany("DELETE FROM chunks_stems WHERE rowid = ?", [(i,) for i in ids])
         self._db.executemany("DELETE FROM windows WHERE chunk_rowid = ?", [(i,) for i in ids])
         self._db.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in ids])
         self._db.execute("DELETE FROM documents WHERE source = ?", (source,))
@@ -492,22 +510,23 @@ class EmbeddedStore:
             out.setdefault(cid, []).append(WindowScore(int(start), int(end), float(score)))
         return out
 
-    def _match(self, expression: str, limit: int, scope: Scope | None = None) -> list[tuple[int, float]]:
+    def _match(self, expression: str, limit: int, scope: Scope | None = None,
+               table: str = "chunks_fts") -> list[tuple[int, float]]:
         scope = limiting(scope)
         if scope is None:
             rows = self._db.execute(
-                "SELECT rowid, bm25(chunks_fts, 1.0, ?) FROM chunks_fts WHERE chunks_fts MATCH ?"
-                " ORDER BY bm25(chunks_fts, 1.0, ?) LIMIT ?",
+                f"SELECT rowid, bm25({table}, 1.0, ?) FROM {table} WHERE {table} MATCH ?"
+                f" ORDER BY bm25({table}, 1.0, ?) LIMIT ?",
                 (HEADING_WEIGHT, expression, HEADING_WEIGHT, limit))
         else:
             # The matches first, then each one's source (CROSS JOIN keeps that order): a
             # `rowid IN (…)` filter makes FTS5 run the MATCH once per allowed rowid, which
             # took minutes a question on the 367-chunk sample.
             rows = self._db.execute(
-                "SELECT chunks_fts.rowid, bm25(chunks_fts, 1.0, ?) FROM chunks_fts"
-                " CROSS JOIN chunks c ON c.id = chunks_fts.rowid"
-                " WHERE chunks_fts MATCH ? AND citebot_in_scope(c.source, ?)"
-                " ORDER BY bm25(chunks_fts, 1.0, ?) LIMIT ?",
+                f"SELECT {table}.rowid, bm25({table}, 1.0, ?) FROM {table}"
+                f" CROSS JOIN chunks c ON c.id = {table}.rowid"
+                f" WHERE {table} MATCH ? AND citebot_in_scope(c.source, ?)"
+                f" ORDER BY bm25({table}, 1.0, ?) LIMIT ?",
                 (HEADING_WEIGHT, expression, scope.regex.pattern, HEADING_WEIGHT, limit))
         return [(int(r[0]), -float(r[1])) for r in rows]
 
@@ -516,8 +535,15 @@ class EmbeddedStore:
         for group in query.groups:
             if not group.terms:
                 continue
-            expression = " OR ".join(f'"{t}"' for t in group.terms)
-            for rowid, score in self._match(expression, LEXICAL_GROUP_LIMIT, scope):
+            if group.stemmed:
+                terms = [" ".join(s) for s in map(query_stems, group.terms) if s]
+                table = "chunks_stems"
+            else:
+                terms, table = list(group.terms), "chunks_fts"
+            if not terms:
+                continue
+            expression = " OR ".join(f'"{t}"' for t in terms)
+            for rowid, score in self._match(expression, LEXICAL_GROUP_LIMIT, scope, table):
                 scores[rowid] = scores.get(rowid, 0.0) + group.weight * score
         for phrase, weight in query.phrases:
             for rowid, score in self._match(f'text : "{phrase}"', LEXICAL_GROUP_LIMIT, scope):

@@ -76,6 +76,16 @@ FLOOD_MIN_CHUNKS = 4
 FLOOD_COLLECTION_SHARE = 0.15
 # How many matching chunks the flood check reads at most.
 FLOOD_SCAN_LIMIT = 2000
+# Every term group is searched twice: its words at the group's weight, and its stems
+# (search.text.query_stems, Snowball English) in the stemmed fields at STEM_WEIGHT of it.
+# A passage holding the very word scores in both; one holding another form of it
+# ("restarting" for "restart", "configuration" for "configure") in the second only.
+# Set on the dev questions of the tuned collections (benchmarks/quality.py, embedded):
+# stemmed fields in place of the words cost hybrid dev Recall@5 -0.034 [-0.067, -0.008]
+# (paraphrase -0.059, 3 lost, none gained); added beside them at 0.25 / 0.5 / 1.0,
+# lexical-arm paraphrase Recall@5 +0.078 / +0.118 / +0.078 (0.5: 6 gained, 0 lost,
+# interval [+0.039, +0.216]), hybrid Recall@5 +0.000 / +0.000 / -0.017.
+STEM_WEIGHT = 0.5
 # The refusal gate's best_coverage looks at this many top passages.
 BEST_COVERAGE_HITS = 5
 # A passage of a document that calls itself deprecated or superseded keeps this share of
@@ -105,6 +115,7 @@ class RetrievalConfig:
     typo_fix: bool = True
     rare_rule: bool = True
     phrase_rule: bool = True
+    stemming: bool = True
     rerank: bool = False
     widen: bool = False
 
@@ -333,6 +344,8 @@ class Retriever:
                     groups.append(WeightedTerms(tuple(name), cfg.alias_weight))
                 elif name:
                     alias_phrases.append((" ".join(name), cfg.alias_weight))
+            if cfg.stemming:
+                groups += [WeightedTerms(g.terms, g.weight * STEM_WEIGHT, stemmed=True) for g in groups]
             if cfg.phrase_rule:
                 phrases = self._phrases(question, scope)
             query = LexicalQuery(

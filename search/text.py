@@ -10,7 +10,11 @@ analyzer cut 186 of the 367 sample chunks differently ("customer’s", "1.6").
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
+from functools import lru_cache
+
+import snowballstemmer
 
 _WORD = re.compile(r"[^\W_]+")
 
@@ -39,6 +43,35 @@ def fold(text: str) -> str:
 def words(text: str) -> list[str]:
     """Every token of the text, folded, in order (stopwords included)."""
     return _WORD.findall(fold(text))
+
+
+_STEMMER = snowballstemmer.stemmer("english")
+_STEMMER_LOCK = threading.Lock()  # a stemmer object keeps the word it works on
+
+
+@lru_cache(maxsize=65536)
+def stem(token: str) -> str:
+    """The Snowball (Porter 2) English stem of one folded token ("configuring",
+    "configuration" -> "configur"); a token holding a digit is kept whole ("e417")."""
+    if any(c.isdigit() for c in token):
+        return token
+    with _STEMMER_LOCK:
+        return _STEMMER.stemWord(token)
+
+
+def stems(text: str) -> list[str]:
+    """The stem of every token of the text, in order: what the stemmed lexical fields hold."""
+    return [stem(w) for w in words(text)]
+
+
+def query_stems(term: str) -> list[str]:
+    """The stems a stemmed term group searches for one query term: the stem of each of
+    its tokens, in order (several tokens are a phrase). A one-token term whose stem is a
+    stopword searches nothing ("whats" -> "what"): the stopword list holds for stems too."""
+    out = stems(term)
+    if len(out) == 1 and out[0] in STOPWORDS:
+        return []
+    return out
 
 
 def content_words(text: str) -> list[str]:

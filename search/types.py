@@ -95,10 +95,13 @@ class DocumentRecord:
 
 @dataclass(frozen=True)
 class WeightedTerms:
-    """A group of lexical terms searched together with one weight (aliases get less)."""
+    """A group of lexical terms searched together with one weight (aliases get less).
+    A stemmed group searches the terms' stems (search.text.query_stems) in the stemmed
+    fields, so "restarting" finds "restarts"; an unstemmed one searches the words."""
 
     terms: tuple[str, ...]
     weight: float = 1.0
+    stemmed: bool = False
 
 
 @dataclass(frozen=True)

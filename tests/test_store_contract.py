@@ -250,6 +250,28 @@ def test_group_weights_scale_each_groups_share(store):
     assert len(store.lexical(heavy_kettle, 3)) == 3
 
 
+def test_a_stemmed_group_finds_other_forms_of_a_word_in_text_and_heading(store):
+    _, k1, _ = chunk_ids(KITCHEN)
+    _, _, r2 = chunk_ids(RELEASE)
+    # k1: "Descale the kettle..." under the heading "Cleaning"; r2: "...before shipping".
+    assert store.lexical(LexicalQuery((WeightedTerms(("descaling",)),)), 10) == []
+    assert ids(store.lexical(LexicalQuery((WeightedTerms(("descaling",), stemmed=True),)), 10)) == [k1]
+    assert ids(store.lexical(LexicalQuery((WeightedTerms(("cleaned",), stemmed=True),)), 10)) == [k1]
+    shipped = ids(store.lexical(LexicalQuery((WeightedTerms(("shipped",), stemmed=True),)), 10))
+    assert set(shipped) == {chunk_ids(RELEASE)[0], r2}  # "Shipping", "shipping"
+    # A one-word term whose stem is a stopword searches nothing.
+    assert store.lexical(LexicalQuery((WeightedTerms(("whats",), stemmed=True),)), 10) == []
+
+
+def test_a_stemmed_group_adds_its_weighted_share_to_the_words_group(store):
+    k0, k1, _ = chunk_ids(KITCHEN)
+    words_only = dict(store.lexical(LexicalQuery((WeightedTerms(("kettle",)),)), 10))
+    both = dict(store.lexical(LexicalQuery((WeightedTerms(("kettle",)),
+                                            WeightedTerms(("kettle",), 0.5, stemmed=True))), 10))
+    assert set(both) == {k0, k1}
+    assert all(both[c] > words_only[c] for c in both)
+
+
 def test_phrases_search_the_text_only(store):
     r0 = chunk_ids(RELEASE)[0]
     ranked = store.lexical(LexicalQuery((), (("herding cats", 1.0),)), 10)
@@ -438,6 +460,60 @@ def test_an_embedded_store_written_before_links_opens_and_reads_without_them(tmp
     store.replace_document(new_doc, new_chunks, new_windows)
     assert store.get_chunks([new_chunks[0].chunk_id]) == new_chunks
     store.close()
+
+
+def test_an_embedded_store_written_before_stems_gets_them_when_opened(tmp_path):
+    store = EmbeddedStore(tmp_path / "old")
+    fill(store, [KITCHEN])
+    # Back to the layout before m005: chunks and words, no stemmed table.
+    store._db.execute("DROP TABLE chunks_stems")
+    store._db.execute("DELETE FROM _migrations WHERE name = 'm005_stems'")
+    store.close()
+
+    reopened = EmbeddedStore(tmp_path / "old")
+    _, k1, _ = chunk_ids(KITCHEN)
+    assert ids(reopened.lexical(LexicalQuery((WeightedTerms(("cleaned",), stemmed=True),)), 10)) == [k1]
+    assert ids(reopened.lexical(LexicalQuery((WeightedTerms(("descaling",), stemmed=True),)), 10)) == [k1]
+    reopened.close()
+
+
+@pytest.mark.elasticsearch
+def test_an_elasticsearch_index_of_format_3_is_refused_for_reading_and_upgraded_by_an_ingest(
+        es_url, es_alias):
+    from search import elastic
+
+    client = elastic.connect(es_url)
+    mapping = elastic.mapping_for(STAMP, "complete")
+    mapping["_meta"]["citebot"]["format"] = 3
+    for name in ("stems", "heading_stems"):
+        del mapping["properties"][name]  # the layout format 3 wrote
+    old_index = f"{es_alias}-v{'0' * 20}"
+    client.indices.create(index=old_index, settings={"number_of_shards": 1}, mappings=mapping)
+    doc, chunks, windows = KITCHEN
+    actions = [elastic._document_action(old_index, doc)]
+    for c in chunks:
+        action = elastic._chunk_action(old_index, c, [w for w in windows if w.chunk_id == c.chunk_id])
+        del action["_source"]["stems"], action["_source"]["heading_stems"]
+        actions.append(action)
+    for a in actions:
+        client.index(index=old_index, id=a["_id"], document=a["_source"])
+    client.indices.refresh(index=old_index)
+    client.indices.update_aliases(actions=[{"add": {"index": old_index, "alias": es_alias}}])
+    client.close()
+
+    with pytest.raises(StoreError, match=r"format 3, expected 4.*run `citebot ingest`"):
+        open_elastic(es_url, es_alias).stamp()
+    store = open_elastic(es_url, es_alias)
+    store.open_for(STAMP)  # an ingest opens it, finds nothing changed, and commits
+    store.commit_ingest()
+    reader = open_elastic(es_url, es_alias)
+    assert reader.stamp() == STAMP
+    assert reader.iter_chunks() == list(chunks)
+    _, k1, _ = chunk_ids(KITCHEN)
+    assert ids(reader.lexical(LexicalQuery((WeightedTerms(("cleaned",), stemmed=True),)), 10)) == [k1]
+    assert reader.window_scores(E2, [k1])[k1][1].score == pytest.approx(1.0)
+    store.close()
+    reader.close()
 
 
 @pytest.mark.elasticsearch
