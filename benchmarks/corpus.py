@@ -283,8 +283,14 @@ def elastic_copy(source: EmbeddedStore, alias: str):
     (reused when it already does: filling it again takes minutes for the large corpus)."""
     from search.elastic import ElasticStore, connect
 
+    from search.errors import StoreError
+
     store = ElasticStore(connect(elastic_url(), timeout_s=120), alias=alias)
-    if store.chunk_count() != source.chunk_count() or store.stamp() != source.stamp():
+    try:
+        stamp = store.stamp()
+    except StoreError:  # an index of an older format (search/elastic.py INDEX_FORMAT): fill again
+        stamp = None
+    if stamp is None or store.chunk_count() != source.chunk_count() or stamp != source.stamp():
         seconds = copy_into(source, store)
         print(f"filled {alias}: {source.chunk_count()} chunks in {seconds:.1f} s", file=sys.stderr)
     return store

@@ -9,7 +9,11 @@ first run builds it, about 6 minutes on 2 shared cores). Also prints the share o
 
     eval "$(scripts/services start)"
     .venv/bin/python benchmarks/retrieval_latency.py [--corpus examples|rust|both]
-        [--reranker PATH] [--json]
+        [--reranker PATH] [--stems-cost] [--json]
+
+--stems-cost measures each backend a second time with the stemmed term groups off
+(RetrievalConfig.stemming, search/retrieve.py STEM_WEIGHT) and prints what they cost:
+the lexical and total p50 with them over without, in the same run.
 
 No reranker weights can be downloaded on this project's machines; with --reranker (a
 local sentence-transformers CrossEncoder folder) the rerank stage is measured too.
@@ -45,9 +49,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def measure(store: Store, embedder: Embedder, questions: list[str], glossary: Glossary,
-            passes: int, reranker=None) -> tuple[dict[str, dict[str, float]], list[list[str]]]:
+            passes: int, reranker=None, stemming: bool = True,
+            ) -> tuple[dict[str, dict[str, float]], list[list[str]]]:
     retriever = Retriever(store, embedder.encode_query, glossary,
-                          RetrievalConfig(rerank=reranker is not None), reranker=reranker)
+                          RetrievalConfig(rerank=reranker is not None, stemming=stemming),
+                          reranker=reranker)
     tops = [[h.chunk.chunk_id for h in retriever.retrieve(q).hits[:5]] for q in questions]  # warm
     samples: dict[str, list[float]] = {}
     for _ in range(passes):
@@ -63,7 +69,7 @@ def measure(store: Store, embedder: Embedder, questions: list[str], glossary: Gl
 
 
 def run(name: str, source, questions: list[str], glossary: Glossary,
-        embedder: Embedder, reranker=None) -> dict[str, Any]:
+        embedder: Embedder, reranker=None, stems_cost: bool = False) -> dict[str, Any]:
     stores = {"embedded": source, "elasticsearch": corpus.elastic_copy(source, f"citebot-bench-{name}")}
     out: dict[str, Any] = {"corpus": name, "chunks": source.chunk_count(),
                            "questions": len(questions), "backends": {}}
@@ -71,6 +77,9 @@ def run(name: str, source, questions: list[str], glossary: Glossary,
     for backend, store in stores.items():
         out["backends"][backend], tops[backend] = measure(
             store, embedder, questions, glossary, PASSES[name], reranker)
+        if stems_cost:
+            out.setdefault("without_stems", {})[backend], _ = measure(
+                store, embedder, questions, glossary, PASSES[name], reranker, stemming=False)
     same = sum(set(a) == set(b) for a, b in zip(tops["embedded"], tops["elasticsearch"], strict=True))
     out["top5_parity"] = round(same / len(questions), 3)
     return out
@@ -89,12 +98,19 @@ def print_table(result: dict[str, Any]) -> None:
         ratio = b["p50"] / a["p50"] if a["p50"] else float("nan")
         print(f"{stage:9} {a['p50']:>13.2f} {a['p95']:>8.2f} {b['p50']:>12.2f} {b['p95']:>8.2f} "
               f"{ratio:>10.2f}")
+    for backend, without in result.get("without_stems", {}).items():
+        with_ = result["backends"][backend]
+        print(f"{backend}: with the stemmed groups over without, p50: " + ", ".join(
+            f"{stage} {with_[stage]['p50']:.2f}/{without[stage]['p50']:.2f} ms = "
+            f"{with_[stage]['p50'] / without[stage]['p50']:.2f}" for stage in ("lexical", "total")))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", choices=("examples", "rust", "both"), default="both")
     parser.add_argument("--reranker", type=Path, help="local CrossEncoder folder")
+    parser.add_argument("--stems-cost", action="store_true",
+                        help="also measure without the stemmed term groups, and print the ratio")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     embedder = Embedder()
@@ -107,10 +123,11 @@ def main() -> None:
     if args.corpus in ("examples", "both"):
         glossary = Glossary.load(corpus.REPO / "examples" / "glossary.csv")
         results.append(run("examples", corpus.examples_store(embedder),
-                           corpus.examples_questions(), glossary, embedder, reranker))
+                           corpus.examples_questions(), glossary, embedder, reranker,
+                           args.stems_cost))
     if args.corpus in ("rust", "both"):
         results.append(run("rust", corpus.embedded_store(embedder), corpus.QUESTIONS,
-                           Glossary.empty(), embedder, reranker))
+                           Glossary.empty(), embedder, reranker, args.stems_cost))
     if args.json:
         print(json.dumps(results, indent=1))
     else:
