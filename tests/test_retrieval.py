@@ -159,6 +159,18 @@ def test_paired_bootstrap_interval():
     assert 0.2 <= better[1] < 0.6 < better[2] <= 1.0
 
 
+def test_a_word_finds_its_other_forms_through_the_stems(examples_store, embedder):
+    glossary = Glossary.load(EXAMPLES / "glossary.csv")
+    stemmed = Retriever(examples_store, embedder.encode_query, glossary)
+    plain = Retriever(examples_store, embedder.encode_query, glossary, RetrievalConfig(stemming=False))
+    # The handbook says "reimbursed" (once), never "reimbursing".
+    assert plain.retrieve("reimbursing", mode="lexical").hits == []
+    hits = stemmed.retrieve("reimbursing", mode="lexical").hits
+    assert hits and all("reimburs" in h.chunk.text.lower() for h in hits)
+    _, off = parse_config("hybrid-stems", RetrievalConfig())
+    assert off.stemming is False and RetrievalConfig().stemming is True
+
+
 def test_parse_config_toggles_features():
     _, cfg = parse_config("hybrid-aliases+rerank", RetrievalConfig())
     assert cfg.mode == "hybrid" and cfg.aliases is False and cfg.rerank is True
