@@ -232,7 +232,7 @@ def chat(obj: _Context) -> None:
               show_default=True, help="Which part of the labelled set (tune on dev only).")
 @click.option("--compare", nargs=2, metavar="A B", default=None,
               help="Compare two configurations, e.g. --compare hybrid-aliases hybrid "
-                   "(mode, then +/-aliases, typos, rare, phrase, stems, rerank, widen): each metric "
+                   "(mode, then +/-aliases, typos, rare, phrase, joined, stems, rerank, widen): each metric "
                    "with B - A and a paired-bootstrap 95% interval (10,000 resamples).")
 @click.option("--answers", is_flag=True,
               help="Also run the whole turn per item (a fresh thread each) and measure what "

@@ -271,7 +271,7 @@ def run_answer_item(item: Item, retriever: Retriever, answerer: Answerer, gate: 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20261130  # fixed, so a comparison prints the same interval every run
 
-FEATURES = ("aliases", "typos", "rare", "phrase", "stems", "rerank", "widen")
+FEATURES = ("aliases", "typos", "rare", "phrase", "joined", "stems", "rerank", "widen")
 
 
 def parse_config(spec: str, base: RetrievalConfig) -> tuple[str, RetrievalConfig]:
@@ -288,7 +288,7 @@ def parse_config(spec: str, base: RetrievalConfig) -> tuple[str, RetrievalConfig
         raise ConfigError(f"configuration {spec!r} must start with dense, lexical or hybrid")
     cfg = replace(base, mode=mode)
     fields = {"aliases": "aliases", "typos": "typo_fix", "rare": "rare_rule", "phrase": "phrase_rule",
-              "stems": "stemming", "rerank": "rerank", "widen": "widen"}
+              "joined": "joined_rule", "stems": "stemming", "rerank": "rerank", "widen": "widen"}
     for part in parts[1:]:
         sign, name = part[0], part[1:]
         if name not in fields:

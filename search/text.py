@@ -87,14 +87,33 @@ _SENTENCE_START = re.compile(r"(^|[.!?:;]\s+|\n)\W*$")
 
 
 def name_like(text: str) -> set[str]:
-    """Folded tokens the writer marked as names: Capitalised inside a sentence, ALL-CAPS
-    or holding a digit ("Oskar Brandvold", "E-417", "BSS"). A rare word is an address only
-    when it is a name; a rare ordinary word ("reimbursed") is one vote among many."""
+    """Folded tokens the writer marked as names: Capitalised inside a sentence, ALL-CAPS,
+    mixedCase or holding a digit ("Oskar Brandvold", "E-417", "BSS", "worktreeConfig"). A
+    rare word is an address only when it is a name; a rare ordinary word ("reimbursed") is
+    one vote among many."""
     out: set[str] = set()
     for m in _WORD.finditer(text):
         tok = m.group(0)
-        if any(c.isdigit() for c in tok):
+        if any(c.isdigit() for c in tok) or (any(c.isupper() for c in tok[1:])
+                                             and any(c.islower() for c in tok)):
             out.add(fold(tok))
         elif tok[0].isupper() and (tok.isupper() and len(tok) > 1 or not _SENTENCE_START.search(text[: m.start()])):
             out.add(fold(tok))
     return out
+
+
+# Words the writer joined without a space: "extensions.worktreeConfig", "analysis_limit",
+# "experimental-mode", "std::fs", "src/main.rs". Searched as phrases of their tokens.
+_JOINED = re.compile(r"[^\W_]+(?:(?:[._/-]|::)+[^\W_]+)+")
+
+
+def joined_terms(text: str) -> list[tuple[str, ...]]:
+    """The token sequences of the words the writer joined by . _ - / or :: (identifiers,
+    options, paths), in order, without repeats; one with no token of two characters or
+    more that is not a stopword ("e.g.", "i.e.", "1.6") is left out."""
+    out: dict[tuple[str, ...], None] = {}
+    for m in _JOINED.finditer(text):
+        toks = tuple(words(m.group(0)))
+        if len(toks) >= 2 and any(len(t) >= 2 and t not in STOPWORDS for t in toks):
+            out.setdefault(toks, None)
+    return list(out)

@@ -12,7 +12,7 @@ from bot.evaluate import paired_bootstrap, parse_config
 from search.errors import ConfigError
 from search.glossary import Glossary, GlossaryEntry
 from search.retrieve import RetrievalConfig, Retriever
-from search.text import name_like
+from search.text import joined_terms, name_like
 from tests.conftest import EXAMPLES
 
 
@@ -41,6 +41,43 @@ def test_an_ordinary_rare_word_is_not_an_address(retriever):
 def test_name_like_marks_capitalised_words_inside_a_sentence_only():
     assert name_like("Who was Oskar Brandvold? What is error E-417 in BSS?") == {
         "oskar", "brandvold", "e", "417", "bss"}
+
+
+def test_name_like_marks_mixed_case_identifiers():
+    assert name_like("what does worktreeConfig do, and the Kettle?") == {"worktreeconfig", "kettle"}
+    assert name_like("what does turning that on buy me") == set()
+
+
+def test_joined_words_are_the_writers_identifiers():
+    assert joined_terms("set extensions.worktreeConfig, PRAGMA analysis_limit, experimental-mode "
+                        "or std::fs in src/main.rs; analysis_limit again") == [
+        ("extensions", "worktreeconfig"), ("analysis", "limit"), ("experimental", "mode"),
+        ("std", "fs"), ("src", "main", "rs")]
+    assert joined_terms("no joined words here, none at all, e.g. in 1.6 or i.e. not.") == []
+
+
+def test_words_written_joined_address_the_passage_that_holds_them(tmp_path, test_embedder):
+    from ingest.pipeline import ingest
+    from search.embedded import EmbeddedStore
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    filler = "Configuration extensions are described in the configuration chapter. " * 3
+    for i in range(6):
+        (docs / f"config-{i}.md").write_text(f"# Config {i}\n\n{filler}\n\nExtensions limit nothing.\n")
+    (docs / "worktrees.md").write_text(
+        "# Worktrees\n\nSet extensions.worktreeConfig to read a worktree's own file.\n")
+    store = EmbeddedStore(tmp_path / "store")
+    ingest([docs], store, test_embedder, progress=False, within=docs)
+    retriever = Retriever(store, test_embedder.encode_query, Glossary.empty())
+    question = "extensions.worktreeConfig - what does turning that on buy me"
+    r = retriever.retrieve(question)
+    assert "phrase:extensions worktreeconfig" in r.addresses
+    assert r.hits[0].chunk.source == "worktrees.md" and r.hits[0].reasons == ["address"]
+    off = Retriever(store, test_embedder.encode_query, Glossary.empty(),
+                    RetrievalConfig(joined_rule=False, rare_rule=False))
+    assert not any(a.startswith("phrase:") for a in off.retrieve(question).addresses)
+    store.close()
 
 
 def test_a_phrase_of_stopwords_finds_its_passage(retriever):
