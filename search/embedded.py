@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -32,6 +33,8 @@ from search.errors import DimensionError, IngestLockedError, ModelMismatchError,
 from search.scope import Scope, limiting
 from search.text import query_stems, stems
 from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window, WindowScore
+
+log = logging.getLogger("citebot.search")
 
 DB_NAME = "citebot.sqlite3"
 LOCK_NAME = "ingest.lock"
@@ -191,6 +194,22 @@ def m005_stems(db: sqlite3.Connection) -> None:
                    (rowid, " ".join(stems(text)), " ".join(stems(" ".join(json.loads(heading_path))))))
 
 
+@migration
+def m006_stems_follow_chunks(db: sqlite3.Connection) -> None:
+    """Triggers that keep chunks_stems true to chunks whoever writes them: a citebot from
+    before m005 (a downgrade) writes chunks but no stems. A deleted chunk takes its stems
+    row with it; an inserted one is listed in stems_pending until its stems are written,
+    by this version's ingest in the same transaction or, for one an older version wrote,
+    when the store is next opened (EmbeddedStore._stem_pending)."""
+    # One statement each: a trigger's body holds semicolons, which _run_script splits on.
+    db.execute("CREATE TABLE stems_pending (chunk_rowid INTEGER PRIMARY KEY)")
+    db.execute("CREATE TRIGGER chunks_stems_pending AFTER INSERT ON chunks BEGIN"
+               " INSERT OR IGNORE INTO stems_pending VALUES (new.id); END")
+    db.execute("CREATE TRIGGER chunks_stems_delete AFTER DELETE ON chunks BEGIN"
+               " DELETE FROM chunks_stems WHERE rowid = old.id;"
+               " DELETE FROM stems_pending WHERE chunk_rowid = old.id; END")
+
+
 class EmbeddedStore:
     """SQLite + FTS5 + numpy store in one directory."""
 
@@ -212,6 +231,7 @@ class EmbeddedStore:
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.execute("PRAGMA busy_timeout=10000")
         self._migrate()
+        self._stem_pending()
         self._db.create_function("citebot_in_scope", 2, _in_scope, deterministic=True)
         # Per-chunk term instances, for document frequencies and the vocabulary under a scope
         # (chunks_vocab counts the whole collection). A temp table: nothing is stored.
@@ -237,6 +257,29 @@ class EmbeddedStore:
                 except BaseException:
                     self._db.execute("ROLLBACK")
                     raise
+
+    def _stem_pending(self) -> None:
+        """Write the stems of chunks that an older citebot stored without them (m006)."""
+        with self._lock:
+            if self._db.execute("SELECT 1 FROM stems_pending LIMIT 1").fetchone() is None:
+                return
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                rows = self._db.execute(
+                    "SELECT c.id, c.text, c.heading_path FROM stems_pending p"
+                    " JOIN chunks c ON c.id = p.chunk_rowid").fetchall()
+                for rowid, text, heading_path in rows:
+                    self._db.execute("DELETE FROM chunks_stems WHERE rowid = ?", (rowid,))
+                    self._db.execute(
+                        "INSERT INTO chunks_stems (rowid, stems, heading) VALUES (?, ?, ?)",
+                        (rowid, " ".join(stems(text)),
+                         " ".join(stems(" ".join(json.loads(heading_path))))))
+                self._db.execute("DELETE FROM stems_pending")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        log.info("wrote the stems of %d chunks stored by an older citebot", len(rows))
 
     # -- stamp ----------------------------------------------------------------------------
     def stamp(self) -> ModelStamp | None:
@@ -305,6 +348,7 @@ class EmbeddedStore:
                         "INSERT INTO chunks_stems (rowid, stems, heading) VALUES (?, ?, ?)",
                         (rowid, " ".join(stems(c.text)), " ".join(stems(" ".join(c.heading_path)))),
                     )
+                    self._db.execute("DELETE FROM stems_pending WHERE chunk_rowid = ?", (rowid,))
                 self._db.executemany(
                     "INSERT INTO windows VALUES (?, ?, ?, ?, ?)",
                     [
@@ -325,7 +369,6 @@ class EmbeddedStore:
             "SELECT c.id FROM chunks c JOIN documents d ON c.doc_id = d.doc_id"
             " WHERE d.source = ?", (source,))]
         self._db.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(i,) for i in ids])
-        self._db.executemany("DELETE FROM chunks_stems WHERE rowid = ?", [(i,) for i in ids])
         self._db.executemany("DELETE FROM windows WHERE chunk_rowid = ?", [(i,) for i in ids])
         self._db.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in ids])
         self._db.execute("DELETE FROM documents WHERE source = ?", (source,))

@@ -477,6 +477,45 @@ def test_an_embedded_store_written_before_stems_gets_them_when_opened(tmp_path):
     reopened.close()
 
 
+def test_chunks_an_older_citebot_writes_or_deletes_get_their_stems_right(tmp_path):
+    """A downgrade: a citebot from before the stems writes into a migrated store."""
+    import json
+
+    store = EmbeddedStore(tmp_path / "store")
+    fill(store, [KITCHEN, SITE])
+    db = store._db
+    # What that citebot's ingest does: chunks and words, nothing of chunks_stems.
+    for source in ("site/annex.txt",):
+        rowids = [r[0] for r in db.execute("SELECT id FROM chunks WHERE source = ?", (source,))]
+        for i in rowids:
+            db.execute("DELETE FROM chunks_fts WHERE rowid = ?", (i,))
+            db.execute("DELETE FROM windows WHERE chunk_rowid = ?", (i,))
+            db.execute("DELETE FROM chunks WHERE id = ?", (i,))
+        db.execute("DELETE FROM documents WHERE source = ?", (source,))
+    doc, chunks, _ = make_doc("notes.md", [(("Notes",), "Visitors were descaling the urn.", [E1])])
+    db.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?)",
+               (doc.doc_id, doc.source, doc.content_hash, doc.title, doc.format))
+    c = chunks[0]
+    cur = db.execute("INSERT INTO chunks (chunk_id, doc_id, source, ordinal, heading_path, page, text,"
+                     " tokens, overlap_prev, overlap_next) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     (c.chunk_id, c.doc_id, c.source, c.ordinal, json.dumps(list(c.heading_path)),
+                      c.page, c.text, c.tokens, 0, 0))
+    db.execute("INSERT INTO chunks_fts (rowid, text, heading) VALUES (?, ?, ?)",
+               (cur.lastrowid, c.text, "Notes"))
+    store.close()
+
+    reopened = EmbeddedStore(tmp_path / "store")
+    _, k1, _ = chunk_ids(KITCHEN)
+    found = ids(reopened.lexical(LexicalQuery((WeightedTerms(("descaled",), stemmed=True),)), 10))
+    assert set(found) == {k1, c.chunk_id}
+    # The annex's chunks are gone from the stems too ("visitor" was only there and in notes).
+    assert ids(reopened.lexical(LexicalQuery((WeightedTerms(("visitor",), stemmed=True),)), 10)) == [
+        c.chunk_id]
+    assert reopened._db.execute("SELECT count(*) FROM stems_pending").fetchone()[0] == 0
+    assert reopened._db.execute("SELECT count(*) FROM chunks_stems").fetchone()[0] == 4
+    reopened.close()
+
+
 @pytest.mark.elasticsearch
 def test_an_elasticsearch_index_of_format_3_is_refused_for_reading_and_upgraded_by_an_ingest(
         es_url, es_alias):
