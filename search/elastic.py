@@ -326,12 +326,16 @@ class ElasticStore(ElasticQueries):
                 return None
         return max(found) if found else None
 
+    def _citebot_meta(self, index: str, doing: str = "reading the mapping") -> dict[str, Any]:
+        """The citebot part of the index's _meta: format, state, model stamp, statistics."""
+        with self._calls(f"{doing} of {index}"):
+            mapping = self.es.indices.get_mapping(index=index).body
+        return mapping[index]["mappings"].get("_meta", {}).get("citebot", {})
+
     def _stamp_of(self, index: str, *, upgrading: bool = False) -> ModelStamp:
         """The index's model stamp. An index of an older format that an ingest can upgrade
         is accepted only when `upgrading` (an ingest opening it); a reader is refused."""
-        with self._calls(f"reading the mapping of {index}"):
-            mapping = self.es.indices.get_mapping(index=index).body
-        meta = mapping[index]["mappings"].get("_meta", {}).get("citebot", {})
+        meta = self._citebot_meta(index)
         if meta.get("format") in UPGRADABLE_FORMATS and "model" in meta:
             if not upgrading:
                 raise StoreError(
@@ -459,7 +463,7 @@ class ElasticStore(ElasticQueries):
         """Copy the untouched documents over, then move the alias and drop old indices."""
         if self._build is None:
             current = self._current_index()
-            if current is None or self._format_of(current) == INDEX_FORMAT:
+            if current is None or self._citebot_meta(current).get("format") == INDEX_FORMAT:
                 return  # nothing was written or deleted: the current index stays
             self._build_index()  # an older format: this run rewrites it (UPGRADABLE_FORMATS)
         build = self._build
@@ -517,13 +521,8 @@ class ElasticStore(ElasticQueries):
         return [len(next(c for c in copies if c["routing"]["primary"])["segments"])
                 for copies in shards.values()]
 
-    def _format_of(self, index: str) -> Any:
-        with self._calls(f"reading the mapping of {index}"):
-            mapping = self.es.indices.get_mapping(index=index).body
-        return mapping[index]["mappings"].get("_meta", {}).get("citebot", {}).get("format")
-
     def _copy_actions(self, source: str, target: str, skip: set[str]) -> Iterator[dict[str, Any]]:
-        upgrade = self._format_of(source) != INDEX_FORMAT
+        upgrade = self._citebot_meta(source).get("format") != INDEX_FORMAT
         for hit in self._scan({"match_all": {}}, True, index=source, vectors=True):
             src = hit["_source"]
             if src["source"] in skip:
@@ -652,9 +651,7 @@ class ElasticStore(ElasticQueries):
         index = self._current_index()
         if index is None:
             return None
-        with self._calls(f"reading the statistics of {index}"):
-            mapping = self.es.indices.get_mapping(index=index).body
-        meta = mapping[index]["mappings"].get("_meta", {}).get("citebot", {})
+        meta = self._citebot_meta(index, "reading the statistics")
         return (meta.get("stats") or {}).get(key)
 
     def write_stat(self, key: str, value: dict) -> None:

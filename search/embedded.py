@@ -190,8 +190,13 @@ def m005_stems(db: sqlite3.Connection) -> None:
     db.execute("CREATE VIRTUAL TABLE chunks_stems USING fts5("
                "stems, heading, tokenize = 'unicode61 remove_diacritics 2')")
     for rowid, text, heading_path in db.execute("SELECT id, text, heading_path FROM chunks").fetchall():
-        db.execute("INSERT INTO chunks_stems (rowid, stems, heading) VALUES (?, ?, ?)",
-                   (rowid, " ".join(stems(text)), " ".join(stems(" ".join(json.loads(heading_path))))))
+        _write_stems(db, rowid, text, json.loads(heading_path))
+
+
+def _write_stems(db: sqlite3.Connection, rowid: int, text: str, heading_path: Sequence[str]) -> None:
+    """One chunk's row of chunks_stems: the stems of its text and of its heading path."""
+    db.execute("INSERT INTO chunks_stems (rowid, stems, heading) VALUES (?, ?, ?)",
+               (rowid, " ".join(stems(text)), " ".join(stems(" ".join(heading_path)))))
 
 
 @migration
@@ -270,10 +275,7 @@ class EmbeddedStore:
                     " JOIN chunks c ON c.id = p.chunk_rowid").fetchall()
                 for rowid, text, heading_path in rows:
                     self._db.execute("DELETE FROM chunks_stems WHERE rowid = ?", (rowid,))
-                    self._db.execute(
-                        "INSERT INTO chunks_stems (rowid, stems, heading) VALUES (?, ?, ?)",
-                        (rowid, " ".join(stems(text)),
-                         " ".join(stems(" ".join(json.loads(heading_path))))))
+                    _write_stems(self._db, rowid, text, json.loads(heading_path))
                 self._db.execute("DELETE FROM stems_pending")
                 self._db.execute("COMMIT")
             except BaseException:
@@ -344,10 +346,7 @@ class EmbeddedStore:
                         "INSERT INTO chunks_fts (rowid, text, heading) VALUES (?, ?, ?)",
                         (rowid, c.text, " ".join(c.heading_path)),
                     )
-                    self._db.execute(
-                        "INSERT INTO chunks_stems (rowid, stems, heading) VALUES (?, ?, ?)",
-                        (rowid, " ".join(stems(c.text)), " ".join(stems(" ".join(c.heading_path)))),
-                    )
+                    _write_stems(self._db, rowid, c.text, c.heading_path)
                     self._db.execute("DELETE FROM stems_pending WHERE chunk_rowid = ?", (rowid,))
                 self._db.executemany(
                     "INSERT INTO windows VALUES (?, ?, ?, ?, ?)",

@@ -516,29 +516,40 @@ def test_chunks_an_older_citebot_writes_or_deletes_get_their_stems_right(tmp_pat
     reopened.close()
 
 
-@pytest.mark.elasticsearch
-def test_an_elasticsearch_index_of_format_3_is_refused_for_reading_and_upgraded_by_an_ingest(
-        es_url, es_alias):
+def _alias_an_index_of_an_earlier_layout(es_url: str, es_alias: str, left_out: tuple[str, ...],
+                                        format: int | None = None) -> None:
+    """The KITCHEN document in an index as an earlier version wrote it: today's mapping and
+    chunks without the fields `left_out` (and with that version's index format), behind
+    the alias."""
     from search import elastic
 
     client = elastic.connect(es_url)
     mapping = elastic.mapping_for(STAMP, "complete")
-    mapping["_meta"]["citebot"]["format"] = 3
-    for name in ("stems", "heading_stems"):
-        del mapping["properties"][name]  # the layout format 3 wrote
+    if format is not None:
+        mapping["_meta"]["citebot"]["format"] = format
+    for name in left_out:
+        del mapping["properties"][name]
     old_index = f"{es_alias}-v{'0' * 20}"
     client.indices.create(index=old_index, settings={"number_of_shards": 1}, mappings=mapping)
     doc, chunks, windows = KITCHEN
     actions = [elastic._document_action(old_index, doc)]
     for c in chunks:
         action = elastic._chunk_action(old_index, c, [w for w in windows if w.chunk_id == c.chunk_id])
-        del action["_source"]["stems"], action["_source"]["heading_stems"]
+        for name in left_out:
+            del action["_source"][name]
         actions.append(action)
     for a in actions:
         client.index(index=old_index, id=a["_id"], document=a["_source"])
     client.indices.refresh(index=old_index)
     client.indices.update_aliases(actions=[{"add": {"index": old_index, "alias": es_alias}}])
     client.close()
+
+
+@pytest.mark.elasticsearch
+def test_an_elasticsearch_index_of_format_3_is_refused_for_reading_and_upgraded_by_an_ingest(
+        es_url, es_alias):
+    _alias_an_index_of_an_earlier_layout(es_url, es_alias, ("stems", "heading_stems"), format=3)
+    _, chunks, _ = KITCHEN
 
     with pytest.raises(StoreError, match=r"format 3, expected 4.*run `citebot ingest`"):
         open_elastic(es_url, es_alias).stamp()
@@ -557,25 +568,8 @@ def test_an_elasticsearch_index_of_format_3_is_refused_for_reading_and_upgraded_
 
 @pytest.mark.elasticsearch
 def test_an_elasticsearch_index_written_before_links_is_read_and_copied_forward(es_url, es_alias):
-    from search import elastic
-
-    client = elastic.connect(es_url)
-    mapping = elastic.mapping_for(STAMP, "complete")
-    for name in ("url", "anchor"):
-        del mapping["properties"][name]  # the layout an earlier version wrote
-    old_index = f"{es_alias}-v{'0' * 20}"
-    client.indices.create(index=old_index, settings={"number_of_shards": 1}, mappings=mapping)
-    doc, chunks, windows = KITCHEN
-    actions = [elastic._document_action(old_index, doc)]
-    for c in chunks:
-        action = elastic._chunk_action(old_index, c, [w for w in windows if w.chunk_id == c.chunk_id])
-        del action["_source"]["url"], action["_source"]["anchor"]
-        actions.append(action)
-    for a in actions:
-        client.index(index=old_index, id=a["_id"], document=a["_source"])
-    client.indices.refresh(index=old_index)
-    client.indices.update_aliases(actions=[{"add": {"index": old_index, "alias": es_alias}}])
-    client.close()
+    _alias_an_index_of_an_earlier_layout(es_url, es_alias, ("url", "anchor"))
+    _, chunks, _ = KITCHEN
 
     store = open_elastic(es_url, es_alias)
     assert store.iter_chunks() == list(chunks)
