@@ -4,7 +4,10 @@ Generates, in a temporary folder (bot/testing/hostile.py; never committed): a 20
 text file, a PDF of 5,000 pages, HTML nested 10,000 deep, a PDF whose FlateDecode stream
 inflates to 2 GB (a 2 MB file), a text file that is not UTF-8, a file appended to while
 it is ingested, and HTML built to make a naive parser quadratic (stray end tags under
-a deep stack: valid, so it is ingested). Each is ingested with one ordinary page in a subprocess of its own,
+a deep stack: valid, so it is ingested). Then names and links, each in a folder of its own
+beside company/ and people/ pages: a symbolic link from company/ into people/ (its name
+must not be stored with the people's text), a hard link across them, a symbolic link
+loop, a name that is not UTF-8 and one with a line break. Each is ingested with one ordinary page in a subprocess of its own,
 with the default limits of ingest/limits.py and the test embedder (the loaders are
 measured, not MiniLM); the subprocess reports its peak RSS (resource.getrusage), and a
 run with the ordinary page alone is the same-run baseline.
@@ -52,9 +55,11 @@ def child(paths: list[str]) -> None:
     started = time.perf_counter()
     summary = ingest([Path(p) for p in paths], EmbeddedStore(store_dir), HashingEmbedder(), progress=False)
     seconds = time.perf_counter() - started
+    stored = sorted(EmbeddedStore(store_dir).document_hashes())
     shutil.rmtree(store_dir, ignore_errors=True)
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"summary": summary.as_json(), "rss_mb": round(rss_kb / 1024, 1), "seconds": round(seconds, 2)}))
+    print(json.dumps({"summary": summary.as_json(), "rss_mb": round(rss_kb / 1024, 1), "seconds": round(seconds, 2),
+                      "stored": stored}))
 
 
 def run_child(paths: list[Path], while_running=None) -> dict:
@@ -134,6 +139,7 @@ def _run(args: argparse.Namespace, tmp: Path, hostile) -> int:
                      "good_ingested": result["summary"]["documents"] == (2 if valid else 1),
                      "rss_mb": result["rss_mb"], "rss_over_baseline_mb": round(result["rss_mb"] - baseline["rss_mb"], 1),
                      "seconds": result["seconds"]})
+    rows += [_name_or_link(case, tmp, baseline) for case in NAMES_AND_LINKS]
     cli = None
     if not args.quick:
         for name, path in files.items():  # the appended file is still now: leave it out
@@ -181,6 +187,51 @@ def _stray(path: Path) -> Path:
     path.write_text("<html><body>" + "<div>" * 900 + "<p>Deep down, the rover docks.</p>" + "</span>" * 570_000,
                     encoding="utf-8")
     return path
+
+
+# -- names and links ------------------------------------------------------------------------
+# Each case: its name, what it adds to a folder of company/, people/ and the ordinary page,
+# the name the summary skips it under, and the sources that must be stored (no more).
+def _pages(folder: Path) -> Path:
+    from bot.testing import hostile
+
+    (folder / "company").mkdir(parents=True)
+    (folder / "people").mkdir()
+    hostile.good_markdown(folder / "good.md")
+    hostile.good_markdown(folder / "company" / "values.md", "Values board")
+    (folder / "people" / "salaries.md").write_text("# Salaries\n\nOskar Brandvold earns ninety thousand.\n")
+    return folder
+
+
+def _raw(folder: Path, name: bytes) -> Path:
+    path = Path(os.fsdecode(os.path.join(os.fsencode(folder), name)))
+    path.write_bytes(b"# Cafe\n\nCoffee at ten.\n")
+    return path
+
+
+PAGES = ["company/values.md", "good.md", "people/salaries.md"]
+NAMES_AND_LINKS = [
+    ("symlink into another folder", lambda d: (d / "company" / "notes.md").symlink_to("../people/salaries.md"),
+     "company/notes.md", PAGES),
+    ("hard link into another folder", lambda d: os.link(d / "people" / "salaries.md", d / "company" / "hard.md"),
+     "company/hard.md", ["company/values.md", "good.md"]),
+    ("symlink loop", lambda d: ((d / "a.md").symlink_to("b.md"), (d / "b.md").symlink_to("a.md")), "a.md", PAGES),
+    ("name not UTF-8", lambda d: _raw(d, b"caf\xe9.md"), "b'caf\\xe9.md'", PAGES),
+    ("name with a line break", lambda d: _raw(d, b"x\nsource: people salaries.md"),
+     repr("x\nsource: people salaries.md"), PAGES),
+]
+
+
+def _name_or_link(case, tmp: Path, baseline: dict) -> dict:
+    """One case ingested as a folder: the entry skipped with a reason, exactly the pages stored."""
+    name, make, source, expected = case
+    folder = _pages(tmp / f"names-{NAMES_AND_LINKS.index(case)}")
+    make(folder)
+    result = run_child([folder])
+    skipped = {s["source"]: s["reason"] for s in result["summary"]["skipped"]}
+    return {"file": name, "bytes": 0, "valid": False, "reason": skipped.get(source),
+            "good_ingested": result["stored"] == expected, "rss_mb": result["rss_mb"],
+            "rss_over_baseline_mb": round(result["rss_mb"] - baseline["rss_mb"], 1), "seconds": result["seconds"]}
 
 
 if __name__ == "__main__":

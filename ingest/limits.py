@@ -11,9 +11,11 @@ what each hostile file costs with them.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from dataclasses import dataclass
+from pathlib import Path
 
 from search.errors import IngestError
 
@@ -67,23 +69,64 @@ def file_stamp(path: os.PathLike[str] | str) -> tuple[int, int, int] | None:
         return None
 
 
-def read_file(path: os.PathLike[str] | str, source: str,
-              limits: Limits = DEFAULT_LIMITS) -> tuple[bytes, tuple[int, int, int]]:
+@dataclass(frozen=True)
+class FoundAt:
+    """Where discovery found a file inside an ingested folder, and which file it was then."""
+
+    folder: Path  # the resolved folder
+    parts: tuple[str, ...]  # the path inside it, one name a level
+    device: int  # st_dev and st_ino of the file discovery saw (lstat: not a link)
+    inode: int
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+
+def _open(path: os.PathLike[str] | str, at: FoundAt | None, flags: int) -> int:
+    """A descriptor of the file; with `at`, opened from its folder down, one level at a time,
+    following no symbolic link on the way (a folder or the file swapped for a link since it
+    was found fails with ELOOP or ENOTDIR instead of leading out of the folder)."""
+    if at is None:
+        return os.open(path, flags)
+    if os.open not in os.supports_dir_fd or not at.parts:
+        return os.open(path, flags | _NOFOLLOW)
+    fd = os.open(at.folder, os.O_RDONLY | _DIRECTORY)
+    try:
+        for part in at.parts[:-1]:
+            below = os.open(part, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = below
+        return os.open(at.parts[-1], flags | _NOFOLLOW, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def read_file(path: os.PathLike[str] | str, source: str, limits: Limits = DEFAULT_LIMITS,
+              at: FoundAt | None = None) -> tuple[bytes, tuple[int, int, int]]:
     """The bytes of a regular file, read once, and its stamp; IngestError says why not.
 
     Refused unread: anything but a regular file (a FIFO would block the read forever, a
-    device never ends) and a file over `max_bytes`. Refused after reading: a file whose
-    size or modification time moved while it was read (it is being written; the stored
-    version, if any, stays).
+    device never ends) and a file over `max_bytes`; with `at`, a file that is no longer the
+    one discovery found there (a symbolic link now, on the way or at the end, or another
+    file): the check and the read are of one descriptor. Refused after reading: a file
+    whose size or modification time moved while it was read (it is being written; the
+    stored version, if any, stays).
     """
     # Non-blocking only to open: a FIFO opened for reading would wait for a writer.
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(path, flags)
+        fd = _open(path, at, flags)
     except OSError as exc:
+        if at is not None and exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise IngestError(f"{source}: replaced by a symbolic link since it was found (not followed); "
+                              "the stored version, if any, is kept") from exc
         raise IngestError(f"{source}: unreadable ({exc.strerror or exc})") from exc
     try:
         before = os.fstat(fd)
+        if at is not None and (before.st_dev, before.st_ino) != (at.device, at.inode):
+            raise IngestError(f"{source}: replaced by another file since it was found (not read); "
+                              "the stored version, if any, is kept: ingest again")
         if not stat.S_ISREG(before.st_mode):
             raise IngestError(f"{source}: not a regular file (a FIFO, socket or device); left out")
         if before.st_size > limits.max_bytes:

@@ -23,8 +23,12 @@ Addresses: a document's own URL (front matter, canonical link) is checked before
 stored with its chunks (search/links.py); one that cannot be a link is left out and the
 summary's warnings say why, on every run until it is fixed.
 
-Links: a symbolic or hard link that leads out of the ingested folder is skipped with a
-reason, never followed. Library warnings raised while a file is read (pypdf's and
+Links and names (ingest/discovery.py): a symbolic link is never followed and a hard link
+never stored, so that no name carries another file's text for a scope to read under it;
+a file is read from the descriptor of the file discovery found (a link swapped in since
+is refused); a name with a control character, a line or paragraph separator, a bidi
+control, or that is not UTF-8 is refused (ingest/names.py). Each is skipped with a
+reason. Library warnings raised while a file is read (pypdf's and
 others') go to the log at debug level with the file's name, not to the terminal; the
 summary counts them per file (`warnings`).
 
@@ -38,7 +42,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import queue
 import sys
 import threading
@@ -53,6 +56,7 @@ from pathlib import Path
 import structlog
 
 from ingest.chunker import ChunkingConfig, chunk_document, doc_id_for
+from ingest.discovery import Found, Skipped, discover, inside
 from ingest.document import LoadedDocument
 from ingest.embedder import Embedder
 from ingest.furniture import repeated_blocks
@@ -72,12 +76,6 @@ LIBRARY_LOGGERS = ("pypdf", "PyPDF2", "fontTools", "PIL")
 # and wiki exports write. Every such file is loaded on every run, changed or not, which
 # is cheap for these; a PDF is loaded only when it changed (layout extraction is slow).
 REPETITION_FORMATS = ("html", "markdown", "text")
-
-
-@dataclass
-class Skipped:
-    source: str
-    reason: str
 
 
 @dataclass
@@ -113,22 +111,6 @@ class IngestSummary:
         }
 
 
-@dataclass(frozen=True)
-class Found:
-    """A file to ingest: where it is, its name in the store, and what that name is relative to."""
-
-    path: Path
-    source: str
-    origin: Path  # the resolved folder `source` is relative to
-    # The resolved folder whose pages judge its repetition (ingest/furniture.py): the one it
-    # was found in, or the one that named it; None for a new file named on its own.
-    folder: Path | None
-
-    @property
-    def location(self) -> Path:
-        return self.origin / self.source
-
-
 def fingerprint(content_hash: str, origin: Path) -> str:
     """What the store keeps as a document's content hash: the hash and the origin folder."""
     return f"{content_hash}@{origin.as_posix()}"
@@ -138,79 +120,6 @@ def parse_fingerprint(stored: str) -> tuple[str, Path]:
     """(content hash, origin) of a stored value; one without an origin was named from the cwd."""
     content_hash, at, origin = stored.partition("@")
     return content_hash, Path(origin) if at else Path.cwd().resolve()
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
-
-
-def _hidden(name: str) -> bool:
-    return name.startswith(".")
-
-
-def discover(paths: Iterable[Path], within: Path | None = None) -> tuple[list[Found], list[Skipped]]:
-    """The files to ingest, hidden files and folders left out, and the links refused.
-
-    `within`: files named one by one are a selection of this folder's files, named relative
-    to it (a benchmark's chosen pages); nothing of the folder is deleted for being left out.
-    """
-    found: list[Found] = []
-    skipped: list[Skipped] = []
-    base = within.resolve() if within is not None else None
-    for given in paths:
-        if not given.is_dir():
-            origin = given.absolute().parent.resolve()
-            if base is not None and _inside(origin, base):
-                found.append(Found(given, (origin / given.name).relative_to(base).as_posix(), base, base))
-            else:
-                found.append(Found(given, given.name, origin, None))
-            continue
-        folder = given.resolve()
-        inside: list[tuple[Path, str, os.stat_result]] = []
-        for dirpath, dirnames, filenames in os.walk(given):
-            here = Path(dirpath)
-            keep = []
-            for d in sorted(dirnames):
-                if _hidden(d):
-                    continue
-                if (here / d).is_symlink():
-                    rel = (here / d).relative_to(given).as_posix()
-                    where = "leaving the ingested folder" if not _inside((here / d).resolve(), folder) else "to a folder"
-                    skipped.append(Skipped(rel, f"symbolic link {where} (not followed)"))
-                    continue
-                keep.append(d)
-            dirnames[:] = keep
-            for name in sorted(filenames):
-                if _hidden(name):
-                    continue
-                path = here / name
-                rel = path.relative_to(given).as_posix()
-                if path.is_symlink():
-                    target = path.resolve()
-                    if not _inside(target, folder):
-                        skipped.append(Skipped(rel, "symbolic link leaving the ingested folder (not followed)"))
-                        continue
-                    if not target.exists():
-                        skipped.append(Skipped(rel, "broken symbolic link"))
-                        continue
-                try:
-                    st = path.lstat()
-                except OSError as exc:
-                    skipped.append(Skipped(rel, f"unreadable ({exc.strerror or exc})"))
-                    continue
-                inside.append((path, rel, st))
-        # A hard link has one inode and several names: a name outside the folder means
-        # the file also belongs elsewhere (the /etc/passwd case), so it is not ours to read.
-        names = defaultdict(int)
-        for path, _rel, st in inside:
-            if not path.is_symlink():
-                names[(st.st_dev, st.st_ino)] += 1
-        for path, rel, st in inside:
-            if not path.is_symlink() and st.st_nlink > names[(st.st_dev, st.st_ino)]:
-                skipped.append(Skipped(rel, "hard link to a file outside the ingested folder (not followed)"))
-                continue
-            found.append(Found(path, rel, folder, folder))
-    return found, skipped
 
 
 @contextmanager
@@ -292,7 +201,7 @@ def _name(found: list[Found], stored: dict[str, str]) -> list[Found]:
     for f in found:
         known = by_location.get(f.location)
         # A file named on its own is judged for furniture with the pages of its folder.
-        named.append(Found(f.path, known[0], known[1], f.folder or known[1]) if known else f)
+        named.append(replace(f, source=known[0], origin=known[1], folder=f.folder or known[1]) if known else f)
     return named
 
 
@@ -341,7 +250,7 @@ def _read(f: Found, stored: dict[str, tuple[str, Path]], limits: Limits = DEFAUL
     fmt = FORMATS.get(f.path.suffix.lower())
     if fmt is None:
         raise IngestError(f"{f.source}: unsupported format {f.path.suffix or '(no extension)'!r}")
-    data, stamp = read_file(f.path, f.source, limits)
+    data, stamp = read_file(f.path, f.source, limits, f.at)
     content_hash = hashlib.sha256(data).hexdigest()
     old = stored.get(f.source)
     if fmt not in REPETITION_FORMATS and old == (content_hash, f.origin):
@@ -651,17 +560,21 @@ def recalibrate(store: Store, embedder: Embedder, *, changed: bool) -> None:
 
 def _delete_gone(store: Store, paths: list[Path], reads: list[_Read], skipped: list[Skipped],
                  known: dict[str, tuple[str, Path]]) -> int:
-    """Delete documents of the ingested folders whose files are gone, and old names of files renamed."""
+    """Delete documents of the ingested folders whose files are gone, old names of files renamed,
+    and what was stored under a name that is a link now."""
     folders = [p.resolve() for p in paths if p.is_dir()]
     now = {r.found.location: r.found.source for r in reads}
     kept = {s.source for s in skipped}
+    links = {s.drop for s in skipped if s.drop is not None}
     gone = []
     for source, (_h, origin) in known.items():
         location = origin / source
-        if location in now and now[location] != source:
+        if location in links:
+            gone.append(source)
+        elif location in now and now[location] != source:
             gone.append(source)  # the same file, stored under an older name
         elif (source not in kept and source not in now.values()
-              and any(_inside(location, f) for f in folders) and not location.exists()):
+              and any(inside(location, f) for f in folders) and not location.exists()):
             gone.append(source)
     if gone:
         store.delete_documents(gone)

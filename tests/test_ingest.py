@@ -322,26 +322,30 @@ def test_a_document_named_by_an_older_version_is_renamed(tmp_path, embedder, mon
     assert summary.deleted == 1 and set(store.document_hashes()) == {"doc0.md"}
 
 
-def test_links_leaving_the_folder_are_skipped_with_a_reason(tmp_path, embedder):
+def test_links_are_skipped_with_a_reason_and_never_give_a_name_text(tmp_path, test_embedder):
     secret = tmp_path / "secret"
     secret.mkdir()
     (secret / "passwd.txt").write_text("root:x:0:0:root:/root:/bin/bash\n")
     docs = tmp_path / "docs"
-    write_docs(docs, 1)
+    write_docs(docs, 2)
     (docs / "out.txt").symlink_to(secret / "passwd.txt")
     (docs / "outdir").symlink_to(secret, target_is_directory=True)
     os.link(secret / "passwd.txt", docs / "hard.txt")
     (docs / "inside.md").symlink_to(docs / "doc0.md")
-    os.link(docs / "doc0.md", docs / "twin.md")  # a hard link whose names are all inside: fine
+    os.link(docs / "doc1.md", docs / "twin.md")  # one file, two names in the folder
     store = EmbeddedStore(tmp_path / "s")
-    summary = ingest([docs], store, embedder, progress=False)
+    summary = ingest([docs], store, test_embedder, progress=False)
     reasons = {s.source: s.reason for s in summary.skipped}
+    twin = ("hard link (one file, 2 names here: doc1.md, twin.md): stored under none, as a scope "
+            "would read it under each; keep one name, or copy it, to ingest it")
     assert reasons == {
         "out.txt": "symbolic link leaving the ingested folder (not followed)",
         "outdir": "symbolic link leaving the ingested folder (not followed)",
         "hard.txt": "hard link to a file outside the ingested folder (not followed)",
+        "inside.md": "symbolic link to doc0.md (not followed: a file is stored under its own name only)",
+        "doc1.md": twin, "twin.md": twin,
     }
-    assert set(store.document_hashes()) == {"doc0.md", "inside.md", "twin.md"}
+    assert set(store.document_hashes()) == {"doc0.md"}  # under its own name, once
     assert not any("root:x" in c.text for c in store.iter_chunks())
 
 
