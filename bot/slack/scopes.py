@@ -44,9 +44,9 @@ from __future__ import annotations
 import re
 import time
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterable
 from typing import Any
 
 import structlog
