@@ -86,3 +86,13 @@ def visible_links(text: str) -> str:
     text = _BARE.sub(_bare, text)  # before the hinges: taking a character out could join one
     text = _HINGE.sub("] (", text)
     return _LOOSE_CLOSE.sub(lambda m: f"{m.group(1)}] :", text)
+
+
+def visible_piece(sent: str, piece: str) -> str:
+    """The next piece of a text sent in pieces, its links shown; `sent` is what was sent
+    before it (its last character matters): a piece never starts with the `(` or `:` that
+    would make a `]` sent last a link's hinge."""
+    text = visible_links(piece)
+    if sent.endswith("]") and text.startswith(("(", ":")):
+        return " " + text
+    return text

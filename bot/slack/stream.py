@@ -32,7 +32,7 @@ from slack_sdk import WebClient
 from slack_sdk.web.chat_stream import ChatStream
 
 from bot.answer.record import TurnRecord
-from bot.answer.textlinks import visible_links
+from bot.answer.textlinks import visible_piece
 from bot.slack.client import SLACK_ERRORS, slack_failed
 from bot.slack.delivery import Delivery, turn_metadata
 from bot.slack.inbound import SURFACE_EPHEMERAL, Question
@@ -112,11 +112,8 @@ class AnswerStream:
         self.shown += piece
 
     def _unlinked(self, piece: str) -> str:
-        """A piece with its links shown; never the `(` or `:` that would make the `]` sent
-        last a link's hinge."""
-        text = visible_links(piece)
-        if self.tail == "]" and text.startswith(("(", ":")):
-            text = " " + text
+        """A piece with its links shown, joining no link with what was sent before it."""
+        text = visible_piece(self.tail, piece)
         self.tail = text[-1:] or self.tail
         return text
 
