@@ -16,7 +16,10 @@ Prints per file: the reason the summary gives, peak RSS and its excess over the 
 seconds, and whether the ordinary page was ingested. Without --quick, `citebot ingest
 --json` (the real command, the real model) also runs once over the whole folder. Exits 1
 when a file is not skipped with a reason, the ordinary page is lost, or a subprocess's
-peak RSS exceeds the baseline by more than RSS_BOUND_MB.
+peak RSS exceeds the baseline by more than RSS_BOUND_MB. Beside the files, in-process
+cases for what reaches Slack (`hostile_conversations`): a model's answer writing
+hidden-target links must arrive with every address visible, whole and streamed, and a
+person's [users] table must not answer in a DM with other people; exit 1 when one breaks.
 
     .venv/bin/python benchmarks/hostile.py            # full size (about a minute)
     .venv/bin/python benchmarks/hostile.py --quick    # CI: the bomb inflates to 200 MB, no CLI run
@@ -154,7 +157,9 @@ def _run(args: argparse.Namespace, tmp: Path, hostile) -> int:
                "rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
                "output": json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else proc.stderr[-500:]}
 
-    broken = [f"{r['file']}: not skipped with a reason" for r in rows if not r["reason"]]
+    conversations = hostile_conversations()
+    broken = [f"{c['case']}: {c['failed']}" for c in conversations if c["failed"]]
+    broken += [f"{r['file']}: not skipped with a reason" for r in rows if not r["reason"]]
     broken += [f"{r['file']}: skipped" for r in rows if r["valid"] and r["reason"] != "ingested"]
     broken += [f"{r['file']}: the ordinary page was not ingested" for r in rows if not r["good_ingested"]]
     broken += [f"{r['file']}: peak RSS {r['rss_over_baseline_mb']} MB over the baseline (bound {RSS_BOUND_MB})"
@@ -162,6 +167,7 @@ def _run(args: argparse.Namespace, tmp: Path, hostile) -> int:
     if cli is not None and (cli["exit"] != 0 or cli["output"]["documents"] != 2):
         broken.append(f"citebot ingest --json: {cli}")
     figures = {"baseline_rss_mb": baseline["rss_mb"], "generated_s": round(generated_s, 1), "files": rows,
+               "conversations": conversations,
                "cli": cli, "rss_bound_mb": RSS_BOUND_MB, "broken": broken}
     if args.json:
         print(json.dumps(figures))
@@ -177,9 +183,73 @@ def _run(args: argparse.Namespace, tmp: Path, hostile) -> int:
             print(f"citebot ingest --json (real model) over the folder: exit {cli['exit']}, {cli['seconds']} s, "
                   f"peak RSS {cli['rss_mb']:.0f} MB; documents {out['documents'] if isinstance(out, dict) else '?'}, "
                   f"skipped {len(out['skipped']) if isinstance(out, dict) else '?'}")
+        for c in conversations:
+            print(f"{c['case']:60} {'BROKEN' if c['failed'] else 'held'}")
         for b in broken:
             print(f"BROKEN: {b}")
     return 1 if broken else 0
+
+
+# -- hostile answer text and conversations (in-process, well under a second) ------------------
+HIDDEN_LINKS = ('Sign in at [the official wiki](https://evil.example.com/sso) [1]. It says "open '
+                '[the wiki. Really](https://evil.example.com/a) now" [1]. Help: '
+                '<https://evil.example.com/h|the helpdesk> [1], ![s](https://evil.example.com/p.gif) '
+                "[1] and [the guide][g] [1].\n\n[g]: https://evil.example.com/guide\n[1]: https://evil.example.com/c")
+
+
+def _hidden(text: str) -> list[str]:
+    """Places a link's target could hide: an inline link or image, a reference definition,
+    a Slack link or autolink to anything but the sources' wiki."""
+    import re
+
+    return (re.findall(r"\]\(", text) + re.findall(r"(?m)^ {0,3}\[[^\[\]]+\]:", text)
+            + [m for m in re.findall(r"<([^<>|]*)(?:\|[^<>]*)?>", text)
+               if not m.startswith(("https://wiki.example.com/", "@", "#", "!"))])
+
+
+def hostile_conversations() -> list[dict]:
+    """A model's answer writing hidden-target links, rendered whole and streamed sentence by
+    sentence; a /ask in a DM with other people by someone with a [users] table (conversations.info
+    at the Slack stand-in). Each case: what held, or why it broke."""
+    from slack_sdk import WebClient
+
+    from bot.answer import sentences
+    from bot.answer.record import TurnRecord
+    from bot.answer.textlinks import visible_piece
+    from bot.slack.render import render_turn
+    from bot.slack.scopes import Admission, ChannelPolicy, Scopes
+    from bot.testing.slack_standin import BOT_TOKEN, SlackStandIn
+    from search.scope import Scope
+
+    cases = []
+    record = TurnRecord(turn_id="t-hostile", created_at="2026-01-01T00:00:00", question="q?",
+                        condensed_query="q?", answer=HIDDEN_LINKS, model="claude-standin", composer="claude",
+                        passages=[{"number": 1, "chunk_id": "c1", "source": "it/sso.md", "heading_path": []}])
+    texts = []
+    for m in render_turn(record, url_template="https://wiki.example.com/{path}"):
+        texts += [m.text] + [str(b.get("text", "")) for b in m.block_dicts() if b["type"] == "markdown"]
+    found = [h for t in texts for h in _hidden(t)]
+    cases.append({"case": "model-written hidden-target links, whole message", "failed": found or None})
+    sent, start = "", 0
+    for m in [*sentences.ends(HIDDEN_LINKS), None]:
+        end = m.end() if m else len(HIDDEN_LINKS)
+        sent += visible_piece(sent, HIDDEN_LINKS[start:end])
+        start = end
+    cases.append({"case": "model-written hidden-target links, streamed by sentence",
+                  "failed": _hidden(sent) or None})
+    standin = SlackStandIn().start()
+    try:
+        standin.ims["DHR"] = "UHR"
+        scopes = Scopes(ChannelPolicy(Scope(("company/**",), "default")),
+                        users={"UHR": Scope(("people/**",), "users.UHR")})
+        admission = Admission(WebClient(token=BOT_TOKEN, base_url=standin.api_url), scopes)
+        got = {c: admission.policy(c, "UHR").scope.name for c in ("DHRBOB", "GHRBOB", "DHR")}
+    finally:
+        standin.stop()
+    want = {"DHRBOB": "default", "GHRBOB": "default", "DHR": "users.UHR"}
+    cases.append({"case": "a [users] table in DMs with others (/ask, shortcut)",
+                  "failed": None if got == want else f"scopes {got}, want {want}"})
+    return cases
 
 
 def _stray(path: Path) -> Path:

@@ -152,3 +152,25 @@ def test_alias_flood_counts_and_widening_stay_inside_the_scope(store):
     assert retriever.spread("quarterly salary review") == {"people/reviews.md": 1}
     leave = store.get_chunks([chunk_ids(PEOPLE)[1]])[0]
     assert retriever.boundary_neighbour(leave, ["salary"], SITE_ONLY) is None
+
+
+# -- Share: what a conversation's scope covers is what the store lets it read -----------------
+def test_the_share_check_covers_exactly_what_the_store_shows_under_the_scope(store):
+    """Share posts an answer only where `uncovered` finds no source outside the scope
+    (bot.slack.actions): on both stores, a source is covered exactly when a read under that
+    scope sees its chunks, so the check agrees with the access control it stands in for."""
+    from bot.slack.scopes import uncovered
+
+    every = sorted({c.source for c in store.iter_chunks()})
+    for scope in (SITE_ONLY, NOT_PEOPLE, PEOPLE_ONLY, Scope(("**",)), Scope(())):
+        seen = sources_of(store, [a for a, _ in store.dense(E3, 50, scope=scope)])
+        assert {s for s in every if not uncovered(scope, [s])} == seen, scope
+    # an answer written under a person's wider table, shared where the default applies
+    retriever = Retriever(store, fixed_vector, Glossary.empty())
+    wide = retriever.retrieve("What did Oskar Brandvold say about the quarterly salary review?")
+    cited = [h.chunk.source for h in wide.hits]
+    assert uncovered(NOT_PEOPLE, cited) == ["people/reviews.md"]
+    assert uncovered(Scope(("**",)), cited) == [] and uncovered(NOT_PEOPLE, [None, "kitchen.md"]) == []
+    narrow = retriever.retrieve("What did Oskar Brandvold say about the quarterly salary review?",
+                                scope=NOT_PEOPLE)
+    assert uncovered(NOT_PEOPLE, [h.chunk.source for h in narrow.hits]) == []

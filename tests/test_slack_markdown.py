@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.answer.record import TurnRecord
+from bot.answer.textlinks import visible_links
 from bot.slack.render import MARKDOWN_MAX, escape, render_turn
 from bot.slack.split import protected_spans, split_markdown
 
@@ -51,18 +52,19 @@ def _inside(text: str, pos: int) -> bool:
 def test_a_long_answer_splits_into_messages_of_at_most_12000_markdown_characters():
     para = ('The Train "leaves every second Tuesday. It waits for no one." [1]' + FLAG
             + " See <https://wiki.example.com/a|the page> and `make release`. ")
-    answer = "\n\n".join(para * 6 for _ in range(30))  # about 45,000 characters
+    answer = "\n\n".join(para * 6 for _ in range(32))  # about 37,000 characters
     messages = render_turn(_record(answer))
-    assert len(escape(answer)) > 3 * MARKDOWN_MAX and len(messages) >= 4
+    joined = escape(visible_links(answer))  # the model's link shown with its address
+    assert "the page (https://wiki.example.com/a)" in joined
+    assert len(joined) > 3 * MARKDOWN_MAX and len(messages) >= 4
     shown = []
     for m in messages:
         blocks = m.block_dicts()
         markdown = [b["text"] for b in blocks if b["type"] == "markdown"]
         assert sum(map(len, markdown)) <= MARKDOWN_MAX
         shown += markdown
-    joined = escape(answer)
     for piece in shown:  # every cut is clean: the piece ends where a quotation, flag, link end
-        assert piece.endswith(("]]", "`.", "[1]")) or piece.endswith("> and `make release`.")
+        assert piece.endswith(("]]", "`.", "[1]")) or piece.endswith(") and `make release`.")
         assert piece.count('"') % 2 == 0
     assert re.sub(r"\s+", " ", " ".join(shown)) == re.sub(r"\s+", " ", joined.strip())
     assert messages[-1].block_dicts()[-1]["type"] == "context_actions"  # the trailer closes it

@@ -230,5 +230,6 @@ def test_a_channel_table_inherits_what_it_does_not_say(scopes_file):
     assert off.reply == "off" and off.scope.globs == ("**/company/**",)
     assert scopes.for_channel("CPEOPLE").reply == "ephemeral"
     assert scopes.for_channel("CUNKNOWN") == scopes.default
-    assert scopes.for_channel("DHR", "UHR").scope.name == "users.UHR"
+    assert scopes.for_channel("DHR", "UHR", own_dm=True).scope.name == "users.UHR"
+    assert scopes.for_channel("DHR", "UHR") == scopes.default  # not known to be citebot's DM
     assert scopes.for_channel("CGENERAL", "UHR") == scopes.default  # user tables are for DMs

@@ -4,8 +4,9 @@ none rewrites the answer: `flag_inline` only adds a mark and a reason after each
 - citations: every [N] resolves to a passage given this turn;
 - quotations: every double-quoted span followed by [N] is found in passage N through one
   normaliser applied to both sides, so honest typography (curly quotes, dash variants,
-  spacing, ellipsis forms, letter case) passes and invented text fails; a quote found
-  only in another passage is flagged as mis-cited, not as invented;
+  spacing, ellipsis forms, letter case, a link quoted with its address shown) passes and
+  invented text fails; a quote found only in another passage is flagged as mis-cited,
+  not as invented;
 - claims (optional): a judge says whether each cited sentence follows from the passages
   it cites; the types live here, the judge (a model) in bot.claude.
 """
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.answer import sentences
+from bot.answer.textlinks import visible_links
 
 ELLIPSIS = "\u2026"  # the one sentinel every ellipsis form becomes
 
@@ -48,7 +50,19 @@ def normalise(text: str) -> str:
 
 
 def quote_in(quote: str, source: str) -> bool:
-    """Whether the quotation stands in the source; an ellipsis in the quote is a gap."""
+    """Whether the quotation stands in the source; an ellipsis in the quote is a gap. A link
+    may be quoted as written or as Slack shows it, with its address (bot.answer.textlinks):
+    then both sides are read with their links shown, so a quotation holding one still passes."""
+    if _stands_in(quote, source):
+        return True
+    return _may_hold_links(quote + source) and _stands_in(visible_links(quote), visible_links(source))
+
+
+def _may_hold_links(text: str) -> bool:
+    return "](" in text or "]:" in text or "<" in text or "://" in text
+
+
+def _stands_in(quote: str, source: str) -> bool:
     q = normalise(quote).strip(" .,;:!?'\"")
     if not q:
         return False

@@ -1,11 +1,13 @@
 """What a person asks of an earlier turn: why it said that, feedback on it, share it.
 
 Each reads or writes the turn log and always answers the person, also when the turn log
-is unavailable or the turn has expired.
+is unavailable or the turn has expired. Share posts an answer only where the conversation's
+scope covers every source it was written from (bot.slack.scopes).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -25,6 +27,7 @@ from bot.slack.render import (
     render_notice,
     render_turn,
 )
+from bot.slack.scopes import ChannelPolicy, uncovered
 from bot.slack.shortcut import shortcut_thread
 
 log = structlog.get_logger("citebot.slack")
@@ -53,11 +56,19 @@ def _repeats(raw: dict, user: str | None, value: str) -> bool:
     return bool(latest) and latest[-1] == value
 
 
+def answer_sources(record: TurnRecord) -> list[str | None]:
+    """Every source an answer was written from: the passages given to the composer (its
+    text may draw on any of them) and what it cites."""
+    return [p.get("source") for p in record.passages] + [c.get("source") for c in record.citations]
+
+
 class TurnActions:
-    def __init__(self, delivery: Delivery, turnlog: TurnLog, command: str) -> None:
+    def __init__(self, delivery: Delivery, turnlog: TurnLog, command: str,
+                 policy: Callable[[str, str | None], ChannelPolicy]) -> None:
         self.delivery = delivery
         self.turnlog = turnlog
         self.command = command
+        self.policy = policy  # a conversation's policy (SlackBot.policy)
 
     def explain(self, turn_id: str, respond: Respond, user: str | None = None,
                 channel: str | None = None) -> None:
@@ -152,6 +163,15 @@ class TurnActions:
             self.delivery.respond(respond, render_notice(
                 f"Only the person who asked turn `{escape(turn_id)}` can share it, and only in "
                 "the channel where it was asked."))
+            return
+        outside = uncovered(self.policy(channel or "", user).scope, answer_sources(record))
+        if outside:
+            log.warning("turn_share_refused_scope", outside=len(outside))
+            self.delivery.respond(respond, render_notice(
+                f"I can't share turn `{escape(turn_id)}` here: it was answered from documents "
+                "that this conversation may not read, and everyone in it would see them. The "
+                "answer stays private to you. Ask me here (mention me, or "
+                f"`{escape(self.command)} …`) for an answer from what this conversation may read."))
             return
         where = Question(text=record.question, user=user, channel=channel or "",
                          surface=SURFACE_COMMAND, reply_thread_ts=None, thread_key=None)

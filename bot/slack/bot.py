@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -46,6 +45,7 @@ from bot.slack.delivery import Delivery, failure_notice
 from bot.slack.home import HomeTab
 from bot.slack.inbound import (
     SURFACE_COMMAND,
+    SURFACE_DM,
     SURFACE_EPHEMERAL,
     SURFACE_THREAD,
     Identity,
@@ -80,10 +80,6 @@ log = structlog.get_logger("citebot.slack")
 
 # How long `citebot serve` lets answers in progress finish after SIGTERM.
 DRAIN_TIMEOUT_S = 30
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
 
 
 @dataclass(frozen=True)
@@ -132,12 +128,13 @@ class SlackBot:
         self.limiter = limiter
         self.recent = recent
         self.scopes = scopes or Scopes.everything()
-        self.admission = Admission(client)
+        self.admission = Admission(client, self.scopes)
+        self.policy = self.admission.policy  # a conversation's policy (bot.slack.scopes)
         self.command = config.slash_command
         self.delivery = Delivery(client, config.source_url)
         self.streaming = Streaming(client, self.delivery, identity.team_id, config.stream_answers)
         self.recall = ThreadRecall(client, state, identity)
-        self.actions = TurnActions(self.delivery, turnlog, config.slash_command)
+        self.actions = TurnActions(self.delivery, turnlog, config.slash_command, self.policy)
         self.pool = WorkPool(config.listener_workers, "citebot-listener")
         self.turns = WorkPool(config.turn_workers, "citebot-turn")
         self.app = App(
@@ -269,7 +266,7 @@ class SlackBot:
                     f"Ask me a question after the mention, e.g. _@citebot how often does the release "
                     f"train leave?_ — or type `{escape(self.command)} help`.", turn_id))
                 return
-            policy = self.scopes.for_channel(q.channel, q.user)
+            policy = self.policy(q.channel, q.user, own_dm=q.surface == SURFACE_DM)
             refusal = not_here(policy, q.shared)
             if refusal:
                 log.info("slack_not_answered_here", reason=refusal, reply=policy.reply)
@@ -325,7 +322,7 @@ class SlackBot:
         except Exception as exc:  # noqa: BLE001 - the one failure path records it
             return failed_turn(self.turnlog, q.text, exc, turn_id=turn_id, user=q.user,
                                channel=q.channel, thread=q.thread_key, surface=q.surface)
-        policy = policy or self.scopes.for_channel(q.channel, q.user)
+        policy = policy or self.policy(q.channel, q.user, own_dm=q.surface == SURFACE_DM)
         return answerer.ask(q.text, thread_key=q.thread_key, user=q.user, channel=q.channel,
                             surface=q.surface, turn_id=turn_id, scope=policy.scope,
                             release=stream.release if stream else None)
@@ -358,7 +355,7 @@ class SlackBot:
             structlog.contextvars.bind_contextvars(turn_id=turn_id)
             q = Question(text=parsed.argument, user=user, channel=channel, surface=SURFACE_COMMAND,
                          reply_thread_ts=None, thread_key=None)
-            policy = self.scopes.for_channel(channel, user)
+            policy = self.policy(channel, user)
             refusal = not_here(policy, not policy.shared and self.admission.shared(channel))
             if refusal:
                 log.info("slack_not_answered_here", reason=refusal, reply=policy.reply)

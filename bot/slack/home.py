@@ -146,7 +146,8 @@ class HomeTab:
     def view(self, user: str, channel: str = "") -> View:
         # The app's DM with this person is a D… channel; its policy is their [users] table,
         # else the default (a table for that very channel wins, as for any DM).
-        policy = self.bot.scopes.for_channel(channel if channel.startswith("D") else "D", user)
+        policy = self.bot.scopes.for_channel(channel if channel.startswith("D") else "D", user,
+                                             own_dm=True)
         blocks: list[Block] = [HeaderBlock(text="citebot")]
         blocks.append(_section(
             "I answer questions from the team's documents. Every claim cites the passage it "

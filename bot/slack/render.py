@@ -6,7 +6,8 @@ Claude's text goes in `markdown` blocks, ours in mrkdwn sections. Longer answers
 cleanly (bot.slack.split) into more blocks and, past a message's limits, more messages;
 the sources, turn id and buttons always close the last one. Every piece of text that
 came from a document or a person is escaped (&, <, >) so it can never become a mention,
-a link or a broken entity.
+a link or a broken entity, and a link written in an answer's text is shown with its
+address (bot.answer.textlinks): the only links are citebot's own sources.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.answer.record import LoggedTurn, TurnRecord
+from bot.answer.textlinks import visible_links
 from bot.slack.mrkdwn import escape, pack_lines, passage_line, unescape  # noqa: F401 (unescape: re-exported)
 from bot.slack.split import MARKDOWN_MAX, SECTION_TEXT_MAX, split_markdown, split_text
 
@@ -169,7 +171,7 @@ def render_turn(record: TurnRecord, *, ephemeral: bool = False, shared_by: str |
     if show_question or shared_by:
         head.append(_context("*Q:* " + escape(truncate(record.question, SNIPPET_MAX))))
     head.extend(answer_blocks(record))
-    fallback = escape(truncate(record.answer, FALLBACK_TEXT_MAX - 40))
+    fallback = escape(truncate(visible_links(record.answer), FALLBACK_TEXT_MAX - 40))
     if record.turn_id not in fallback:  # a failure's text names its turn already
         fallback += f" (turn {escape(record.turn_id)})"
     return _pack(head, turn_trailer(record, ephemeral=ephemeral, url_template=url_template),
@@ -183,8 +185,9 @@ def written_by_model(record: TurnRecord) -> bool:
 
 def answer_blocks(record: TurnRecord) -> list[Block]:
     """The answer's text: Claude's in `markdown` blocks (Slack renders its Markdown), one
-    per message's 12,000 characters; ours in mrkdwn sections."""
-    text = escape(record.answer) or "(empty answer)"
+    per message's 12,000 characters; ours in mrkdwn sections. Either way a link the text
+    writes is shown with its address (bot.answer.textlinks): only the sources are links."""
+    text = escape(visible_links(record.answer)) or "(empty answer)"
     if written_by_model(record):
         return [MarkdownBlock(text=piece) for piece in split_markdown(text, MARKDOWN_MAX)]
     return _sections(text)
@@ -333,7 +336,7 @@ def render_explanation(turn: LoggedTurn) -> SlackMessage:
             "points to no passage given" if not c.get("resolved") else "cites a passage not retrieved")
         checks.append(f"{'✅' if ok else '⚠️'} {e(str(c.get('marker')))} {state}")
     for q in r.quotes:
-        snippet = e(truncate(str(q.get("text", "")), 120))
+        snippet = e(truncate(visible_links(str(q.get("text", ""))), 120))
         verdict = "found in its passage" if q.get("verified") else e(str(q.get("reason") or "not found"))
         mark = "✅" if q.get("verified") else "⚠️"
         checks.append(f"{mark} “{snippet}” {e(str(q.get('marker', '')))} {verdict}")

@@ -18,13 +18,25 @@ CITEBOT_SCOPES names a TOML file (read with the standard library's tomllib):
     sources = ["public/**"]
     shared = true
 
-    [users.U0123ALICE]              # her DMs with citebot (DMs use [default] otherwise)
+    [users.U0123ALICE]              # her own DM with citebot (DMs use [default] otherwise)
     sources = ["**"]
 
 A channel table without `sources` keeps the default's sources; without `reply`, the
 default's reply. The scope is access control: the stores apply it inside the search (see
 search/scope.py). A file that cannot be used stops citebot at start with the line and
 the fix; nothing is guessed.
+
+Whose conversation it is. A `[users]` table covers only that person's own DM with citebot,
+because everyone in a conversation reads what citebot posts there (an answer shared, a
+follow-up in a thread). A D… channel is that DM when Slack says so: a `message.im` event
+(Slack sends citebot those only from its own DMs, with the person as sender), the Home
+tab's event, or, for `/ask` and the message shortcut (whose payloads do not say),
+conversations.info answering `is_im` with that person as the other member (needs
+`im:read`; the bot token cannot see other people's DMs, so a DM between two people is
+channel_not_found). Anything else, an error included, is not their DM: a DM or group DM
+with other people, like a channel, is answered under its channel table, else [default].
+Share posts an answer only where the conversation's scope covers every source the answer
+was written from (`uncovered`).
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ from __future__ import annotations
 import re
 import time
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,17 +101,31 @@ class Scopes:
         """No scopes file: every channel answered from the whole collection, in threads."""
         return cls(ChannelPolicy(Scope(("**",), "default")))
 
-    def for_channel(self, channel: str, user: str | None = None) -> ChannelPolicy:
-        """The policy of a channel; a DM (D…) uses the user's table, else the default."""
+    def for_channel(self, channel: str, user: str | None = None, *,
+                    own_dm: bool = False) -> ChannelPolicy:
+        """The policy of a conversation: its channel table; else, in the person's own DM
+        with citebot (`own_dm`, see the module's docstring), their [users] table; else the
+        default. A DM or group DM with other people never gets one person's table."""
         if channel in self.channels:
             return self.channels[channel]
-        if channel.startswith("D") and user and user in self.users:
+        if own_dm and channel.startswith("D") and user and user in self.users:
             return ChannelPolicy(self.users[user], self.default.reply)
         return self.default
+
+    def user_table_may_apply(self, channel: str, user: str | None) -> bool:
+        """Whether the answer depends on this D… channel being the person's DM with citebot
+        (only then is it worth asking Slack)."""
+        return (channel.startswith("D") and channel not in self.channels
+                and bool(user) and user in self.users)
 
     def describe(self) -> str:
         return (f"{self.path or 'no scopes file'}: default {self.default.scope.describe()}, "
                 f"{len(self.channels)} channel table(s), {len(self.users)} user table(s)")
+
+
+def uncovered(scope: Scope, sources: Iterable[str | None]) -> list[str]:
+    """The sources a scope does not allow, in order, without repeats (empty: all covered)."""
+    return [s for s in dict.fromkeys(x for x in sources if x) if not scope.allows(s)]
 
 
 def not_here(policy: ChannelPolicy, shared: bool) -> str | None:
@@ -111,13 +138,15 @@ def not_here(policy: ChannelPolicy, shared: bool) -> str | None:
 
 
 class Admission:
-    """Whether a channel is shared with another organisation, for slash commands (whose
-    payload does not say): conversations.info, cached. Unknown counts as shared: the check
-    fails closed."""
+    """Whether a channel is shared with another organisation, and whether a D… channel is a
+    person's own DM with citebot, for slash commands and shortcuts (whose payloads do not
+    say): conversations.info, cached. Both fail closed (unknown: shared; not their DM)."""
 
-    def __init__(self, client: WebClient) -> None:
+    def __init__(self, client: WebClient, scopes: Scopes | None = None) -> None:
         self.client = client
+        self.scopes = scopes or Scopes.everything()
         self._flags: dict[str, tuple[bool, float]] = {}
+        self._dms: dict[str, tuple[str, float]] = {}  # D… channel -> (citebot's im with, until)
 
     def shared(self, channel: str) -> bool:
         if not channel or channel.startswith("D"):
@@ -134,6 +163,31 @@ class Admission:
         flag = bool(info.get("is_ext_shared") or info.get("is_pending_ext_shared"))
         self._flags[channel] = (flag, now + SHARED_FLAG_TTL_S)
         return flag
+
+    def policy(self, channel: str, user: str | None, *, own_dm: bool = False) -> ChannelPolicy:
+        """The conversation's policy: a person's [users] table only in their own DM with
+        citebot (`own_dm` when Slack's event says so, else asked here)."""
+        if not own_dm and self.scopes.user_table_may_apply(channel, user):
+            own_dm = self.own_dm(channel, user)
+        return self.scopes.for_channel(channel, user, own_dm=own_dm)
+
+    def own_dm(self, channel: str, user: str | None) -> bool:
+        """Whether a D… channel is this person's DM with citebot (conversations.info: an im
+        whose other member is the person), cached. Unknown counts as not: fails closed."""
+        if not channel.startswith("D") or not user:
+            return False
+        now = time.monotonic()
+        cached = self._dms.get(channel)
+        if cached and cached[1] > now:
+            return cached[0] == user
+        try:
+            info = self.client.conversations_info(channel=channel).get("channel") or {}
+        except SLACK_ERRORS as exc:  # channel_not_found: a DM citebot is not in
+            log.info("slack_dm_not_citebots", error=slack_failed(exc))
+            return False
+        member = str(info.get("user") or "") if info.get("is_im") else ""
+        self._dms[channel] = (member, now + SHARED_FLAG_TTL_S)
+        return member == user
 
 
 class _Lines:

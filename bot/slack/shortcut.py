@@ -4,7 +4,8 @@ who asked, in that message's thread, with a button to share the answer there.
 Slack sends a message_action with the message (callback id SHORTCUT_CALLBACK_ID). It is
 acked at once; the question is the message's text cleaned as Slack wording
 (bot.slack.inbound.clean_question), answered under the scope of the channel the message is
-in (refused in Slack Connect and `reply = "off"` channels as everywhere), on the turn pool
+in (a person's [users] table only in their own DM with citebot: bot.slack.scopes; refused
+in Slack Connect and `reply = "off"` channels as everywhere), on the turn pool
 like every turn, and logged. Progress and the answer go to the person alone with
 chat.postEphemeral in the message's thread; where citebot cannot post (a conversation it is
 not in), through the shortcut's response_url instead. Share (bot.slack.actions) posts the
@@ -107,7 +108,7 @@ class MessageShortcut:
                     "That message has no text I can look up. Use the shortcut on a message with "
                     f"words in it, or ask me with `{escape(bot.command)} your question`.", turn_id))
                 return
-            policy = bot.scopes.for_channel(channel, user)
+            policy = bot.policy(channel, user)
             refusal = not_here(policy, not policy.shared and bot.admission.shared(channel))
             if refusal:
                 log.info("slack_not_answered_here", reason=refusal, reply=policy.reply)

@@ -8,7 +8,9 @@ sentences as each passes its checks, then the sources, turn id and feedback cont
    been checked, flags included (bot.answer.release); each is one chat.appendStream
    (slack_sdk's WebClient.chat_stream with a one-character buffer, so nothing waits in a
    buffer; the first starts the message with chat.startStream). The text is escaped like
-   every other text of ours, so a document can never mention or link anyone.
+   every other text of ours, so a document can never mention or link anyone, and a link it
+   writes is shown with its address, piece by piece, so pieces never join into one
+   (bot.answer.textlinks).
 3. The end. chat.stopStream carries the rest of the answer (whatever was not released:
    the last sentence, or the whole answer when nothing could be released early), the
    sources, checks summary, turn id, buttons and feedback controls as blocks, and the turn's
@@ -30,6 +32,7 @@ from slack_sdk import WebClient
 from slack_sdk.web.chat_stream import ChatStream
 
 from bot.answer.record import TurnRecord
+from bot.answer.textlinks import visible_piece
 from bot.slack.client import SLACK_ERRORS, slack_failed
 from bot.slack.delivery import Delivery, turn_metadata
 from bot.slack.inbound import SURFACE_EPHEMERAL, Question
@@ -81,6 +84,7 @@ class AnswerStream:
         self.messages: list[ChatStream] = []  # the streamed messages, the current one last
         self.chars = 0  # markdown characters in the current message
         self.shown = ""  # the answer's text released so far (unescaped)
+        self.tail = ""  # the last character sent (links shown: visible_links)
         self.broken: str | None = None
         self.stopped = False  # the last message was stopped
 
@@ -104,8 +108,14 @@ class AnswerStream:
     def release(self, piece: str) -> None:
         if self.broken:
             raise StreamBroken(self.broken)
-        self._append(escape(piece))
+        self._append(escape(self._unlinked(piece)))
         self.shown += piece
+
+    def _unlinked(self, piece: str) -> str:
+        """A piece with its links shown, joining no link with what was sent before it."""
+        text = visible_piece(self.tail, piece)
+        self.tail = text[-1:] or self.tail
+        return text
 
     def _append(self, text: str) -> None:
         for part in _parts(text):
@@ -141,8 +151,8 @@ class AnswerStream:
         """The rest of the answer and its trailer; the placeholder path if streaming fails."""
         try:
             if self.broken is None and record.answer.startswith(self.shown):
-                rest = escape(record.answer[len(self.shown):]) if self.shown else escape(
-                    record.answer) or "(empty answer)"
+                rest = escape(self._unlinked(record.answer[len(self.shown):])) or (
+                    "" if self.shown else "(empty answer)")
                 if not self.messages or self.chars + len(rest) > MARKDOWN_MAX:
                     self._append(rest)  # a message of its own, or more than this one holds
                     rest = ""

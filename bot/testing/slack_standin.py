@@ -69,6 +69,9 @@ class SlackStandIn:
         self._ts = itertools.count(1)
         self._base_ts = int(time.time())
         self.shared_channels: set[str] = set()  # Slack Connect channels (conversations.info)
+        # citebot's own DMs, channel -> the person (conversations.info says is_im and user);
+        # any other D… channel is someone else's DM: channel_not_found, as the bot token gets.
+        self.ims: dict[str, str] = {}
         self.home = HomeViews()  # views.publish: home.of(user) is their Home tab
         standin = self
 
@@ -285,6 +288,10 @@ class SlackStandIn:
                 return {"ok": True, "message_ts": self._next_ts()}
             if method in ("reactions.add", "reactions.remove", "assistant.threads.setStatus"):
                 return {"ok": True}
+            if method == "conversations.info" and channel.startswith("D"):
+                if channel not in self.ims:
+                    return {"ok": False, "error": "channel_not_found"}
+                return {"ok": True, "channel": {"id": channel, "is_im": True, "user": self.ims[channel]}}
             if method == "conversations.info":
                 return {"ok": True, "channel": {"id": channel, "is_channel": channel.startswith("C"),
                                                 "is_ext_shared": channel in self.shared_channels}}
