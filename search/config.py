@@ -18,9 +18,9 @@ from search.errors import ConfigError
 
 MASK = "***"
 
-# Where the credentials of a URL may start: after a scheme and its slashes ("redis://"),
-# or after a scheme-like word and a colon ("elastic:pw@…" has no scheme but is a user).
-_AUTHORITY_START = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:)?/*")
+# Where the credentials of a URL may start: after a scheme and its slashes ("redis://",
+# "http:/"); else at the start ("elastic:pw@…" has no scheme, "elastic" is the user).
+_AUTHORITY_START = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:(?=/))?/*")
 # A query or fragment parameter whose name looks like a credential has its value masked.
 _PARAM_SPLIT = re.compile(r"([?&;#])")
 _SECRET_NAME = re.compile(r"key|token|secret|pass|pwd|auth|sig|cred|session", re.IGNORECASE)
@@ -29,15 +29,17 @@ _SECRET_NAME = re.compile(r"key|token|secret|pass|pwd|auth|sig|cred|session", re
 def redact_url(value: str) -> str:
     """The URL with its password (or a lone user part, which may be a token), any
     non-numeric "port" (a password whose host was left out) and credential-like query
-    parameters replaced by ***; everything from the authority's start to the last "@"
-    counts as credentials."""
+    parameters replaced by ***. Everything from the authority's start to the last "@"
+    counts as credentials: a malformed URL is masked too much rather than too little."""
     start = _AUTHORITY_START.match(value).end()  # type: ignore[union-attr]  # always matches
     at = value.rfind("@", start)
     if at >= 0:
         user, colon, _ = value[start:at].partition(":")
         head = value[:start] + (user + ":" + MASK if colon else MASK) + "@"
         rest = value[at + 1:]
-    else:
+    else:  # no credentials but maybe a password as the "port" ("redis//elastic:pw")
+        slashes = value.find("//")
+        start = slashes + 2 if slashes >= 0 else start
         head, rest = value[:start], value[start:]
     end = len(rest)
     for stop in "/?#":

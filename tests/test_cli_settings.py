@@ -121,7 +121,7 @@ def run_citebot(argv: tuple[str, ...], env: dict[str, str], cwd: Path,
             if not k.startswith(("CITEBOT_", "SLACK_", "REDIS_", "ANTHROPIC_"))}
     return subprocess.run([sys.executable, "-m", "bot.cli", *argv], cwd=cwd, timeout=timeout_s,
                           env={**base, "PYTHONPATH": str(REPO), "CITEBOT_STORE": str(cwd / "store"),
-                               **env}, capture_output=True, text=True)
+                               **env}, capture_output=True, text=True, check=False)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -153,3 +153,17 @@ def test_a_valid_env_file_and_url_still_work(tmp_path):
                                        "CITEBOT_SOURCE_URL": "https://wiki.example.com/{path}"},
                          tmp_path)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_long_bracket_line_in_a_scopes_file_costs_linear_time(tmp_path):
+    """A multi-line string may hold '[' and thousands of spaces; the error path that looks
+    for a table's line must not backtrack on it (it took 11 s at 2,000 spaces)."""
+    from bot.slack.scopes import load_scopes
+    from search.errors import ConfigError
+    from tests.fuzz_support import within_budget
+
+    path = tmp_path / "scopes.toml"
+    path.write_text('x = """\n[' + " " * 1500 + 'a\n"""\n[default]\nsources = ["**"]\n',
+                    encoding="utf-8")
+    with pytest.raises(ConfigError, match="unknown table"):
+        within_budget(lambda: load_scopes(path))
