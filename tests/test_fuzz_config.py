@@ -38,6 +38,8 @@ _LINES = st.one_of(
     st.builds(lambda c, n: c * n, st.sampled_from(["[", "{", " ", "[ ", "a.", "\\"]),
               st.integers(0, 3000)),
     st.builds(lambda n: "[" + " " * n + "x", st.integers(0, 3000)),
+    st.builds(lambda c, n: "sources = " + c * n, st.sampled_from(["[", "{a = "]),
+              st.integers(0, 3000)),
     st.text(max_size=200),
 )
 _SCOPES_TEXT = st.lists(_LINES, max_size=40).map("\n".join)
@@ -60,10 +62,14 @@ def _path(tmp_path_factory, data: bytes) -> Path:
 
 
 def _accepts_or_config_error(call):
-    try:
-        return within_budget(call)
-    except ConfigError as exc:
-        return exc
+    """call()'s result or its ConfigError, the budget checked on either path."""
+    def caught():
+        try:
+            return call()
+        except ConfigError as exc:
+            return exc
+
+    return within_budget(caught)
 
 
 @FUZZ_SETTINGS
