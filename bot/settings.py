@@ -6,9 +6,18 @@ arguments. Secrets are SecretStr, so they never print.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ingest.limits import (
@@ -19,7 +28,19 @@ from ingest.limits import (
     MAX_TEXT_CHARS,
     Limits,
 )
+from search.config import read_setting_file, redact_url
 from search.errors import ConfigError
+from search.links import BadURL, normalise, template_url
+
+# The schemes each URL setting's client accepts, and the example a message shows.
+_URLS: dict[str, tuple[tuple[str, ...], str]] = {
+    "es_url": (("http", "https"), "http://localhost:9200"),
+    "redis_url": (("redis", "rediss", "unix"), "redis://localhost:6379/0"),
+    "anthropic_base_url": (("http", "https"), "https://api.anthropic.com"),
+    "slack_api_url": (("http", "https"), "https://slack.com/api/"),
+}
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_BLANK_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")
 
 
 def _default_store() -> Path:
@@ -41,7 +62,7 @@ class Settings(BaseSettings):
     es_username: str | None = None
     es_password: SecretStr | None = None
     es_ca_certs: Path | None = None
-    es_timeout_s: float = 30.0
+    es_timeout_s: float = Field(30.0, gt=0, allow_inf_nan=False)
     es_shards: int = Field(1, ge=1, description="primary shards of a new Elasticsearch index")
     redis_url: str | None = Field(
         None, validation_alias=AliasChoices("REDIS_URL", "CITEBOT_REDIS_URL"))
@@ -53,8 +74,8 @@ class Settings(BaseSettings):
         None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "CITEBOT_ANTHROPIC_BASE_URL"))
     anthropic_model: str = "claude-sonnet-5"  # claude-sonnet-4-5 reaches end of life 2026-11-30
     anthropic_max_tokens: int = Field(1024, gt=0)
-    anthropic_timeout_s: float = Field(30.0, gt=0)
-    anthropic_budget_s: float = Field(60.0, gt=0)
+    anthropic_timeout_s: float = Field(30.0, gt=0, allow_inf_nan=False)
+    anthropic_budget_s: float = Field(60.0, gt=0, allow_inf_nan=False)
     claim_judge: bool = False
     glossary: Path | None = Field(None, description="CSV with term,alias[,definition]")
     scopes: Path | None = Field(
@@ -91,23 +112,36 @@ class Settings(BaseSettings):
                       max_chars=self.ingest_max_chars, max_depth=self.ingest_max_depth,
                       max_inflated_bytes=self.ingest_max_inflated_bytes)
 
-    @field_validator("es_url", "slack_api_url", "anthropic_base_url", "redis_url")
+    @field_validator(*_URLS)
     @classmethod
-    def _url(cls, v: str | None) -> str | None:
+    def _url(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v in (None, ""):
             return None
-        if "://" not in v:
-            raise ValueError(f"{v!r} is not a URL (expected e.g. http://localhost:9200)")
-        return v
+        schemes, example = _URLS[str(info.field_name)]
+        return checked_url(v, schemes, example)
 
     @field_validator("source_url")
     @classmethod
     def _source_url(cls, v: str | None) -> str | None:
         if v in (None, ""):
             return None
+        fix = ("write an http(s) address with {path} where the source path goes, "
+               "e.g. https://wiki.example.com/{path}")
         if not v.startswith(("https://", "http://")) or "{path}" not in v:
-            raise ValueError(f"{v!r} is not a link template: write an http(s) address with "
-                             "{path} where the source path goes, e.g. https://wiki.example.com/{path}")
+            raise ValueError(f"{redact_url(v)!r} is not a link template: {fix}")
+        try:
+            normalise(template_url(v, "a/b.md"))
+        except BadURL:  # its reason quotes the address unmasked: say it here instead
+            raise ValueError(f"{redact_url(v)!r} gives no usable link (no host, a bad port or "
+                             f"a control character?): {fix}") from None
+        return v
+
+    @field_validator("glossary", "scopes", "es_ca_certs", "model_dir", "reranker", "store",
+                     mode="before")
+    @classmethod
+    def _path(cls, v: object) -> object:
+        if isinstance(v, str) and not v.strip():  # Path("") would quietly mean "."
+            raise ValueError("is set but empty: unset it, or set it to the path")
         return v
 
     @field_validator("slash_command")
@@ -120,12 +154,41 @@ class Settings(BaseSettings):
 
 def load_settings(**overrides: object) -> Settings:
     """Read the settings once; a bad value fails here with its variable name and the fix."""
+    env_file = Path(str(Settings.model_config.get("env_file")))
+    if env_file.is_file():  # pydantic-settings would raise a bare UnicodeDecodeError
+        read_setting_file(env_file, str(env_file), "a file of NAME=value lines, or remove it")
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        problems = [f"{env_name(str(err['loc'][0]) if err['loc'] else '')}: {err['msg']}"
-                    for err in exc.errors()]
-        raise ConfigError("bad setting: " + "; ".join(problems)) from exc
+        # Only each error's message, never its input (a URL's password, a token); and not
+        # chained, since the ValidationError's own text quotes the inputs.
+        problems = [f"{env_name(str(err['loc'][0]) if err['loc'] else '')}: "
+                    + err["msg"].removeprefix("Value error, ") for err in exc.errors()]
+        raise ConfigError("bad setting: " + "; ".join(problems)) from None
+
+
+def checked_url(value: str, schemes: tuple[str, ...], example: str) -> str:
+    """The value when it is a URL of one of `schemes` with a numeric port; ValueError
+    otherwise, quoting the value with its credentials masked (search.config.redact_url)."""
+    shown = repr(redact_url(value))
+    if _BLANK_OR_CONTROL.search(value):
+        raise ValueError(f"{shown} holds a space or control character (a stray quote or line "
+                         f"break?); write just the URL, e.g. {example}")
+    m = _SCHEME.match(value)
+    if not m:
+        raise ValueError(f"{shown} is not a URL (expected e.g. {example})")
+    if m.group(1) not in schemes:
+        raise ValueError(f"{shown} starts with {m.group(1)}://, which this setting does not "
+                         f"take: use {' or '.join(s + '://' for s in schemes)}, e.g. {example}")
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018  # parsing the port is the check
+    except ValueError:  # its text quotes the port, which may be a password: not shown
+        raise ValueError(f"{shown} has no valid host and port: the port after the host's ':' "
+                         f"must be a number from 0 to 65535, e.g. {example}") from None
+    if not parts.hostname and m.group(1) in ("http", "https"):  # redis:// defaults to localhost
+        raise ValueError(f"{shown} names no host, e.g. {example}")
+    return value
 
 
 def env_name(field: str) -> str:

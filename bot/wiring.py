@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from bot.settings import Settings
+from search.config import redact_url, scrub
 from search.errors import CitebotError, ConfigError, StoreError
 
 # Imported where used, so a command pays only for what it needs: `citebot chunks` never
@@ -102,8 +103,9 @@ class Components:
     def retriever(self, config: RetrievalConfig | None = None) -> Retriever:
         from search.retrieve import Retriever
 
+        glossary = self.glossary  # a bad CITEBOT_GLOSSARY fails before the model loads
         store = self.reading_store()
-        return Retriever(store, self.embedder.encode_query, self.glossary,
+        return Retriever(store, self.embedder.encode_query, glossary,
                          config or self.retrieval_config(), reranker=self.reranker)
 
     def reading_store(self) -> Store:
@@ -125,7 +127,12 @@ class Components:
             return None
         from bot.memory.redis import connect as redis_connect
 
-        return redis_connect(self.settings.redis_url)
+        url = self.settings.redis_url
+        try:
+            return redis_connect(url)
+        except ValueError as exc:  # a query argument redis-py refuses, e.g. ?socket_timeout=x
+            raise ConfigError(f"bad setting: REDIS_URL: cannot use {redact_url(url)!r}: "
+                              f"{scrub(str(exc), url)}") from None
 
     @property
     def prefix(self) -> str:

@@ -70,9 +70,11 @@ from elasticsearch import (
 )
 from elasticsearch.helpers import BulkIndexError, streaming_bulk
 
+from search.config import redact_url, scrub
 from search.elastic_query import SIMILARITY, ElasticQueries, _chunks, scope_filter  # noqa: F401 (re-exported)
 from search.errors import (
     CitebotError,
+    ConfigError,
     ModelMismatchError,
     SearchBackendError,
     StoreError,
@@ -241,8 +243,9 @@ def connect(
         options["ca_certs"] = ca_certs
     try:
         return Elasticsearch(url, **options)
-    except ValueError as exc:  # a malformed URL
-        raise StoreError(f"cannot use CITEBOT_ES_URL={url!r}: {exc}") from exc
+    except ValueError as exc:  # a malformed URL; its text quotes the URL, password and all
+        raise ConfigError(f"bad setting: CITEBOT_ES_URL: cannot use {redact_url(url)!r}: "
+                          f"{scrub(str(exc), url)}") from None
 
 
 def _index_version() -> str:

@@ -8,12 +8,16 @@ reduced weight, and the prompt shows it as our claim, never as the source's.
 from __future__ import annotations
 
 import csv
+import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from search.config import read_setting_file
 from search.errors import ConfigError
 from search.text import fold
+
+VARIABLE = "CITEBOT_GLOSSARY"
 
 
 @dataclass(frozen=True)
@@ -49,25 +53,31 @@ class Glossary:
 
     @classmethod
     def load(cls, path: Path) -> Glossary:
+        """The glossary CSV CITEBOT_GLOSSARY names; any problem is a ConfigError with the line."""
+        text = read_setting_file(path, VARIABLE, "a CSV with the header term,alias[,definition]",
+                                 encoding="utf-8-sig")
+        bad = f"bad setting: {VARIABLE}: {path}"
+        reader = csv.DictReader(io.StringIO(text, newline=""))
         try:
-            with Path(path).open(newline="", encoding="utf-8-sig") as f:
-                reader = csv.DictReader(f)
-                fields = {(h or "").strip().lower() for h in reader.fieldnames or []}
-                if not {"term", "alias"} <= fields:
-                    raise ConfigError(
-                        f"glossary {path} needs a header with columns term,alias"
-                        f" (and optionally definition); found {sorted(fields)}"
-                    )
-                entries = []
-                for n, row in enumerate(reader, start=2):
-                    row = {(k or "").strip().lower(): (v or "").strip() for k, v in row.items()}
-                    if not row.get("term") or not row.get("alias"):
-                        raise ConfigError(f"glossary {path} line {n}: term and alias must both be set")
-                    entries.append(
-                        GlossaryEntry(row["term"], row["alias"], row.get("definition") or None)
-                    )
-        except OSError as exc:
-            raise ConfigError(f"cannot read the glossary CSV {path}: {exc.strerror or exc}") from exc
+            fields = {(h or "").strip().lower() for h in reader.fieldnames or []}
+            if not {"term", "alias"} <= fields:
+                raise ConfigError(f"{bad} needs a header with columns term,alias"
+                                  f" (and optionally definition); found {sorted(fields)}")
+            entries = []
+            for row in reader:
+                n = reader.line_num
+                if None in row:  # DictReader's key for the cells past the header's
+                    raise ConfigError(f"{bad} line {n} has more cells than the header's "
+                                      f"{len(reader.fieldnames or [])}: put a definition that "
+                                      'holds commas in double quotes, "like, this"')
+                cells = {(k or "").strip().lower(): (v or "").strip() for k, v in row.items()}
+                if not cells.get("term") or not cells.get("alias"):
+                    raise ConfigError(f"{bad} line {n}: term and alias must both be set")
+                entries.append(
+                    GlossaryEntry(cells["term"], cells["alias"], cells.get("definition") or None))
+        except csv.Error as exc:  # an unclosed quote, a field past csv's size limit
+            raise ConfigError(f"{bad} line {reader.reader.line_num} is not CSV: {exc}; fix that line "
+                              "(a quote opened in a cell must be closed)") from None
         return cls(entries)
 
     def expansions(self, question: str) -> list[Expansion]:

@@ -53,6 +53,7 @@ import structlog
 from slack_sdk import WebClient
 
 from bot.slack.client import SLACK_ERRORS, slack_failed
+from search.config import read_setting_file
 from search.errors import ConfigError
 from search.scope import Scope
 
@@ -193,7 +194,9 @@ class Admission:
 class _Lines:
     """Where a table or key sits in the file, for error messages (tomllib gives no positions)."""
 
-    _HEADER = re.compile(r"^\s*\[\s*([^\]]+?)\s*\]\s*(?:#.*)?$")
+    # No two adjacent parts can match the same characters, so a long line costs linear time
+    # (a lazy group between optional spaces backtracked cubically on "[" and spaces).
+    _HEADER = re.compile(r"^\s*\[([^\]]*)\]\s*(?:#.*)?$")
 
     def __init__(self, text: str) -> None:
         self.lines = text.splitlines()
@@ -206,7 +209,7 @@ class _Lines:
         for n, line in enumerate(self.lines, 1):
             m = self._HEADER.match(line)
             if m:
-                current = self._header_names(m.group(1))
+                current = self._header_names(m.group(1).strip())
                 if key is None and current == table:
                     return n
                 continue
@@ -218,16 +221,15 @@ class _Lines:
 def load_scopes(path: Path) -> Scopes:
     """Read and check the scopes file; any problem is a ConfigError naming the line."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"bad setting: CITEBOT_SCOPES: cannot read {path}: "
-                          f"{exc.strerror or exc}; point CITEBOT_SCOPES at the scopes TOML file") from exc
+    text = read_setting_file(path, "CITEBOT_SCOPES", "the scopes TOML file")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"bad setting: CITEBOT_SCOPES: {path} is not valid TOML: {exc}; "
                           "fix that line (strings need quotes, tables look like [channels.C0123])") from exc
+    except RecursionError:  # tomllib recurses once per nested [ or {
+        raise ConfigError(f"bad setting: CITEBOT_SCOPES: {path} nests arrays or inline tables "
+                          "too deeply to read; fix: write sources as one flat list of globs") from None
     return _Parser(path, _Lines(text)).parse(data)
 
 
