@@ -190,9 +190,16 @@ def quotation(text: str) -> str:
     text = " ".join(text.split())
     if _UNQUOTABLE.search(text):
         text = " ".join(_UNQUOTABLE.sub(" … ", text).split())
-        text = re.sub(r"^(?:…\s*)+|(?:\s*…)+$", "", text).strip()
+        text = _strip_ellipses(text)
         text = re.sub(r"…(?:\s*…)+", "…", text)
     return text
+
+
+def _strip_ellipses(text: str) -> str:
+    """The text without the ellipses it starts or ends with (its blanks are single spaces
+    here). Not the regex "(?:\\s*…)+$": searched from each ellipsis of a text full of
+    them, it read to the end from each."""
+    return text.strip("… ")
 
 
 class ExtractiveComposer:

@@ -45,11 +45,14 @@ from bot.slack.dedupe import Deduper
 from bot.slack.delivery import Delivery, failure_notice
 from bot.slack.home import HomeTab
 from bot.slack.inbound import (
+    QUESTION_MAX_CHARS,
     SURFACE_COMMAND,
     SURFACE_EPHEMERAL,
     SURFACE_THREAD,
     Identity,
     Question,
+    cleaned,
+    cut,
     mention_question,
     message_question,
     parse_command,
@@ -261,6 +264,7 @@ class SlackBot:
         """Claim, rate-limit, show progress, then hand the turn on: always ends visibly."""
         if not self._claim(q):
             return
+        q = cleaned(q)  # after the claim: a retried delivery is dropped uncleaned
         turn_id = new_turn_id()
         structlog.contextvars.bind_contextvars(turn_id=turn_id, thread=q.reply_thread_ts, user=q.user)
         try:
@@ -281,6 +285,8 @@ class SlackBot:
                 log.info("slack_rate_limited", retry_after_s=decision.retry_after_s)
                 self.delivery.post_ephemeral(q, self._rate_notice(decision, turn_id))
                 return
+            if q.cut_from is not None:
+                self._say_cut(q, turn_id)
             if policy.reply == "ephemeral":
                 # Only the asker sees it; the thread's state is theirs alone.
                 q = replace(q, surface=SURFACE_EPHEMERAL,
@@ -293,6 +299,11 @@ class SlackBot:
                               policy, stream)
         except Exception as exc:  # noqa: BLE001 - the edge: said in Slack, logged with its trace
             self.delivery.failure(q, turn_id, exc, None)
+
+    def _say_cut(self, q: Question, turn_id: str) -> None:
+        """Tell the asker (only) that their question was read from its first characters."""
+        log.warning("question_cut", chars=q.cut_from, kept=QUESTION_MAX_CHARS)
+        self.delivery.post_ephemeral(q, render_notice(_cut_notice(q.cut_from or 0), turn_id))
 
     def _finish(self, q: Question, turn_id: str, progress_ts: str | None,
                 policy: ChannelPolicy | None = None, stream: AnswerStream | None = None) -> None:
@@ -340,7 +351,9 @@ class SlackBot:
             help_message = render_help(self.command, self.config.rate_limit_per_minute)
             ack(text=help_message.text, blocks=help_message.block_dicts(), response_type="ephemeral")
         elif parsed.kind == "question":
-            ack(text=f"🔎 Looking through the collection for: _{escape(parsed.argument)}_",
+            cut_from = cut(command.get("text"))[1]
+            ack(text=f"🔎 Looking through the collection for: _{escape(parsed.argument)}_"
+                + (f"\n{_cut_notice(cut_from)}" if cut_from is not None else ""),
                 response_type="ephemeral")
         else:
             ack()
@@ -414,6 +427,11 @@ class SlackBot:
 
 def _ack(ack: Ack) -> None:
     ack()
+
+
+def _cut_notice(chars: int) -> str:
+    return (f"✂️ Your message is {chars:,} characters long; I read only its first "
+            f"{QUESTION_MAX_CHARS:,} and answer from those.")
 
 
 def _retry_num(request: BoltRequest) -> str | None:

@@ -24,11 +24,12 @@ _PARAGRAPH = re.compile(r"\n\n")
 _LINE = re.compile(r"\n")
 _SPACE = re.compile(r" ")
 # What a markdown cut keeps whole (the text is escaped: a raw <…> is one of ours, a link).
+# No span holds its own opening mark ("[", "“"), so a run of unclosed ones is read once.
 _PROTECTED = re.compile(
-    r"```.*?```|`[^`\n]*`|<[^<>\n]*>|\[[^\]\n]*\]\([^)\s]*\)|\"[^\"]*\"|\u201c[^\u201d]*\u201d",
+    r"```.*?```|`[^`\n]*`|<[^<>\n]*>|\[[^\[\]\n]*\]\([^)\s]*\)|\"[^\"]*\"|\u201c[^\u201c\u201d]*\u201d",
     re.DOTALL)
 # A failed check's flag: " ⚠️ [quote check failed: mis-cited: the words are in [3], not [2]]".
-_FLAG = re.compile(r"\s*\u26a0\ufe0f? \[(?:[^\[\]\n]|\[\d+\])*\]")
+_FLAG = re.compile(r"(?:(?<!\s)\s+)?\u26a0\ufe0f? \[(?:[^\[\]\n]|\[\d+\])*\]")
 
 
 def _last(positions: Iterable[int], limit: int, floor: int, allowed: Callable[[int], bool]) -> int | None:
