@@ -186,9 +186,15 @@ def cited_sentences(answer: str) -> list[CitedSentence]:
     """The sentences of an answer that cite a passage, with their spans."""
     spans: list[tuple[int, int]] = []
     start = 0
+    # inside_quotation(answer, end), counted on from the last end rather than from the start
+    counted, straight, opening, closing = 0, 0, 0, 0
     for m in sentences.ends(answer):
         blank_line = not m.group(0).strip() and m.group(0) != "\n"
-        if not blank_line and inside_quotation(answer, m.end()):
+        piece, counted = answer[counted:m.end()], m.end()
+        straight += piece.count('"')
+        opening += piece.count("\u201c")
+        closing += piece.count("\u201d")
+        if not blank_line and (straight % 2 == 1 or opening > closing):
             continue
         spans.append((start, m.end()))
         start = m.end()

@@ -161,6 +161,11 @@ def clean_question(text: str) -> str:
     text, cut_from = cut(text)
     if cut_from is not None:
         log.warning("question_cut", chars=cut_from, kept=QUESTION_MAX_CHARS)
+    return clean_text(text)
+
+
+def clean_text(text: str) -> str:
+    """clean_question without the cut: linear in the text's length, whatever its markup."""
     text = _FENCE.sub(lambda m: " " + _fence_terms(m.group(1)) + " ", text)
     codes: list[str] = []
 

@@ -12,6 +12,7 @@ link, inline code or a code fence, nor between a quotation and the flag of its f
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 
 from bot.answer import sentences
@@ -96,9 +97,27 @@ def protected_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def _inside(spans: list[tuple[int, int]]) -> Callable[[int], bool]:
+    """Whether a position is inside one of the spans, by binary search over their union
+    (asking each span for each candidate position was quadratic in a text of many spans)."""
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if merged and a < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    starts = [a for a, _ in merged]
+
+    def inside(pos: int) -> bool:
+        i = bisect_left(starts, pos) - 1  # the last span starting before pos
+        return i >= 0 and pos < merged[i][1]
+
+    return inside
+
+
 def markdown_cut(text: str, limit: int) -> int:
-    spans = protected_spans(text)
-    return cut_point(text, limit, lambda pos: not any(a < pos < b for a, b in spans))
+    inside = _inside(protected_spans(text))
+    return cut_point(text, limit, lambda pos: not inside(pos))
 
 
 def split_markdown(text: str, limit: int = MARKDOWN_MAX) -> list[str]:
