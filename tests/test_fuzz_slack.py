@@ -21,7 +21,13 @@ from bot.answer.compose import quotation
 from bot.answer.prompt import neutralise, parse_refusal
 from bot.answer.release import settled_ends
 from bot.answer.sentences import sentence_spans
-from bot.slack.inbound import clean_question, clean_text, mention_question, message_question, parse_command
+from bot.slack.inbound import (
+    clean_question,
+    clean_text,
+    mention_question,
+    message_question,
+    parse_command,
+)
 from bot.slack.shape import problem, shape_problem
 from bot.slack.split import split_markdown, split_text
 from tests.fuzz_support import FUZZ_SETTINGS, within_budget

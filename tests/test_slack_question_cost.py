@@ -90,3 +90,9 @@ def test_a_hostile_mention_costs_little_and_a_normal_one_meanwhile_is_acked_at_o
     cuts = [e for e in logs if e["event"] == "question_cut"]
     assert [(e["chars"], e["kept"]) for e in cuts] == [(len(HOSTILE), QUESTION_MAX_CHARS)]
     assert sum(e["event"] == "slack_duplicate_dropped" for e in logs) == 3
+
+
+def test_a_long_slash_command_says_so_with_its_ack():
+    parsed = inbound.parse_command("z" * 50_000)
+    assert parsed.kind == "question" and len(parsed.argument) == QUESTION_MAX_CHARS
+    assert "50,000 characters" in parsed.note and inbound.parse_command("how?").note == ""

@@ -125,6 +125,7 @@ class Command:
 
     kind: str  # "help" | "why" | "question"
     argument: str = ""
+    note: str = ""  # said with the ack: that only the text's start was read (cut_notice)
 
 
 def _fence_terms(block: str) -> str:
@@ -147,8 +148,16 @@ def cut(text: object) -> tuple[str, int | None]:
     return text[:QUESTION_MAX_CHARS], len(text)
 
 
+def cut_notice(chars: int) -> str:
+    """What the asker is told when their text was cut."""
+    return (f"✂️ Your message is {chars:,} characters long; I read only its first "
+            f"{QUESTION_MAX_CHARS:,} and answer from those.")
+
+
 def cleaned(q: Question) -> Question:
-    """The question with its text cleaned (clean_question), once."""
+    """The question with its text cleaned (clean_question), once; a cut one is logged."""
+    if q.cut_from is not None and q.raw:
+        log.warning("question_cut", chars=q.cut_from, kept=QUESTION_MAX_CHARS)
     return replace(q, text=clean_question(q.text), raw=False) if q.raw else q
 
 
@@ -193,7 +202,8 @@ def parse_command(text: str) -> Command:
     m = _WHY.fullmatch(t)
     if m:
         return Command("why", m.group(1) or "")
-    return Command("question", t)
+    chars = cut(text)[1]
+    return Command("question", t, f"\n{cut_notice(chars)}" if chars is not None else "")
 
 
 def mention_question(event: dict, event_id: str | None, retry_num: str | None) -> Question:
