@@ -249,13 +249,16 @@ def slack_section(as_json: bool = False) -> int:
         acks: dict[str, float] = {}
         cpu = time.process_time()
         with capture_logs():
-            acks["hostile"] = ack_s(hostile, event_id=event_id)
-            retries = [threading.Thread(target=lambda n=n: acks.__setitem__(
-                f"retry {n}", ack_s(hostile, event_id=event_id, retry_num=n))) for n in (1, 2, 3)]
-            for t in retries:
+            # The hostile delivery and Slack's retries of it, and meanwhile (0.5 s on) a normal one.
+            hostiles = [threading.Thread(target=lambda n=n: acks.__setitem__(
+                f"retry {n}" if n else "hostile", ack_s(hostile, event_id=event_id, retry_num=n or None)))
+                for n in (0, 1, 2, 3)]
+            for t in hostiles:
                 t.start()
+                time.sleep(0.1)
+            time.sleep(0.2)
             acks["normal"] = ack_s(normal)
-            for t in retries:
+            for t in hostiles:
                 t.join()
             drained = bot.drain(120)
         cpu = time.process_time() - cpu
