@@ -23,6 +23,13 @@ person's [users] table must not answer in a DM with other people; exit 1 when on
 
     .venv/bin/python benchmarks/hostile.py            # full size (about a minute)
     .venv/bin/python benchmarks/hostile.py --quick    # CI: the bomb inflates to 200 MB, no CLI run
+    .venv/bin/python benchmarks/hostile.py --slack-only  # the hostile Slack event alone
+
+Then, in both modes, a hostile Slack event (the section at the end of this file): a
+40,000-character mention of "*a " repeated, with three retries, and a normal mention from
+someone else sent meanwhile, against the real bot on its HTTP server (the Web API
+stand-in, the test embedder). Exits 1 when the normal one is not acked within Slack's
+3 s, or either is not answered exactly once.
 """
 
 from __future__ import annotations
@@ -86,12 +93,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller bomb, no CLI run (CI)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument("--slack-only", action="store_true", help="only the hostile Slack event")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child)
         return
-    sys.exit(run(args))
+    if args.slack_only:
+        sys.exit(slack_section(args.json))
+    status = run(args)
+    sys.exit(max(status, slack_section(args.json)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -302,6 +313,101 @@ def _name_or_link(case, tmp: Path, baseline: dict) -> dict:
     return {"file": name, "bytes": 0, "valid": False, "reason": skipped.get(source),
             "good_ingested": result["stored"] == expected, "rss_mb": result["rss_mb"],
             "rss_over_baseline_mb": round(result["rss_mb"] - baseline["rss_mb"], 1), "seconds": result["seconds"]}
+
+
+# -- a hostile Slack event --------------------------------------------------------------
+# Slack's: a request not acked within this long is delivered again.
+SLACK_ACK_LIMIT_S = 3.0
+
+
+def slack_section(as_json: bool = False) -> int:
+    """The 40,000-character '*a ' mention, its retries and a normal mention meanwhile."""
+    import logging
+
+    from structlog.testing import capture_logs
+
+    from bot.settings import load_settings
+    from bot.slack.server import SlackHttpServer
+    from bot.testing.bench import ingest_handbook
+    from bot.testing.embedder import HashingEmbedder
+    from bot.testing.slack_standin import (
+        BOT_TOKEN,
+        BOT_USER_ID,
+        SIGNING_SECRET,
+        SlackSender,
+        SlackStandIn,
+    )
+    from bot.wiring import Components, build_bot
+
+    logging.disable(logging.WARNING)  # Bolt's own logger; the figures are what is printed
+    tmp = Path(tempfile.mkdtemp(prefix="citebot-hostile-slack-"))
+    standin = SlackStandIn().start()
+    try:
+        embedder = HashingEmbedder()
+        ingest_handbook(tmp / "store", embedder)
+        settings = load_settings(slack_bot_token=BOT_TOKEN, slack_signing_secret=SIGNING_SECRET,
+                                 slack_api_url=standin.api_url, store=tmp / "store", rate_limit_per_minute=10_000)
+        components = Components(settings)
+        components.embedder = embedder
+        bot = build_bot(components)
+        server = SlackHttpServer(bot.app, signing_secret=SIGNING_SECRET, host="127.0.0.1", port=0).start()
+        sender = SlackSender(server.url)
+
+        def event(user: str, text: str) -> dict:
+            m = standin.user_message("CGENERAL", user, f"<@{BOT_USER_ID}> {text}")
+            return {"type": "app_mention", "user": user, "text": m["text"], "ts": m["ts"], "channel": "CGENERAL",
+                    "event_ts": m["ts"]}
+
+        def ack_s(e: dict, **kwargs) -> float:
+            """Seconds to the ack; infinity when none came within the sender's 30 s."""
+            try:
+                return sender.event(e, **kwargs).elapsed_s
+            except OSError:
+                return float("inf")
+
+        hostile, normal = event("UMALLORY", "*a " * 13_333), event("UALICE", "How often does the Release Train leave?")
+        event_id = sender.new_event_id()
+        acks: dict[str, float] = {}
+        cpu = time.process_time()
+        with capture_logs():
+            # The hostile delivery and Slack's retries of it, and meanwhile (0.5 s on) a normal one.
+            hostiles = [threading.Thread(target=lambda n=n: acks.__setitem__(
+                f"retry {n}" if n else "hostile", ack_s(hostile, event_id=event_id, retry_num=n or None)))
+                for n in (0, 1, 2, 3)]
+            for t in hostiles:
+                t.start()
+                time.sleep(0.1)
+            time.sleep(0.2)
+            acks["normal"] = ack_s(normal)
+            for t in hostiles:
+                t.join()
+            drained = bot.drain(120)
+        cpu = time.process_time() - cpu
+        replies = {name: len([c for c in standin.calls("chat.postMessage") if c.params.get("thread_ts") == e["ts"]])
+                   for name, e in (("hostile", hostile), ("normal", normal))}
+        server.shutdown()
+        bot.close(10)
+    finally:
+        standin.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    broken = [f"the normal mention was acked in {acks['normal']:.2f} s, not within Slack's {SLACK_ACK_LIMIT_S} s"] \
+        if acks["normal"] >= SLACK_ACK_LIMIT_S else []
+    broken += [f"the {name} mention got {n} replies, not 1" for name, n in replies.items() if n != 1]
+    broken += ["the bot's work did not finish within 120 s"] if not drained else []
+    figures = {"mention_chars": len(hostile["text"]), "ack_s": {k: round(v, 3) if v < 1e9 else None
+                                                                for k, v in acks.items()},
+               "replies": replies, "process_cpu_s": round(cpu, 2), "broken": broken}
+    if as_json:
+        print(json.dumps({"slack": figures}))
+    else:
+        print(f"hostile Slack event: a {figures['mention_chars']:,}-character '*a ' mention, 3 retries, "
+              f"a normal mention meanwhile; process CPU {figures['process_cpu_s']} s")
+        print("  acks (s): " + ", ".join(f"{k} {v if v is not None else 'none in 30'}"
+                                          for k, v in figures["ack_s"].items())
+              + f"; replies: hostile {replies['hostile']}, normal {replies['normal']}")
+        for b in broken:
+            print(f"BROKEN: {b}")
+    return 1 if broken else 0
 
 
 if __name__ == "__main__":

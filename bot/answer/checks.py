@@ -31,8 +31,10 @@ _QUOTES = {
 # The whole dash range: hyphen, non-breaking hyphen, figure dash, en, em, horizontal bar,
 # minus, small and full-width hyphen-minus.
 _DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d\u2e3a\u2e3b"
-_DASH_RE = re.compile(r"\s*[" + _DASHES + r"-]+\s*")
-_ELLIPSIS_RE = re.compile(r"\s*(?:\u2026|\.\s?\.\s?\.)\s*")
+# The blanks before a dash or an ellipsis are matched from their first one only ((?<!\s)):
+# searched from every blank of a long run, "\s*" would read the run once per blank.
+_DASH_RE = re.compile(r"(?:(?<!\s)\s+)?[" + _DASHES + r"-]+\s*")
+_ELLIPSIS_RE = re.compile(r"(?:(?<!\s)\s+)?(?:\u2026|\.\s?\.\s?\.)\s*")
 _SPACE_RE = re.compile(r"\s+")
 
 
@@ -185,7 +187,7 @@ class CitedSentence:
 
 # A quotation may hold full stops and line breaks: a sentence end inside one is no end,
 # except a blank line, which always ends a sentence.
-_MARKER_WITH_SPACE = re.compile(r"\s*\[\d+\]")
+_MARKER_WITH_SPACE = re.compile(r"(?:(?<!\s)\s+)?\[\d+\]")  # (?<!\s): as _DASH_RE
 _LEAD = re.compile(r"^[\s\u2022*\-\u2013\u2014]+")
 
 
@@ -198,9 +200,15 @@ def cited_sentences(answer: str) -> list[CitedSentence]:
     """The sentences of an answer that cite a passage, with their spans."""
     spans: list[tuple[int, int]] = []
     start = 0
+    # inside_quotation(answer, end), counted on from the last end rather than from the start
+    counted, straight, opening, closing = 0, 0, 0, 0
     for m in sentences.ends(answer):
         blank_line = not m.group(0).strip() and m.group(0) != "\n"
-        if not blank_line and inside_quotation(answer, m.end()):
+        piece, counted = answer[counted:m.end()], m.end()
+        straight += piece.count('"')
+        opening += piece.count("\u201c")
+        closing += piece.count("\u201d")
+        if not blank_line and (straight % 2 == 1 or opening > closing):
             continue
         spans.append((start, m.end()))
         start = m.end()

@@ -190,9 +190,16 @@ def quotation(text: str) -> str:
     text = " ".join(text.split())
     if _UNQUOTABLE.search(text):
         text = " ".join(_UNQUOTABLE.sub(" … ", text).split())
-        text = re.sub(r"^(?:…\s*)+|(?:\s*…)+$", "", text).strip()
+        text = _strip_ellipses(text)
         text = re.sub(r"…(?:\s*…)+", "…", text)
     return text
+
+
+def _strip_ellipses(text: str) -> str:
+    """The text without the ellipses it starts or ends with (its blanks are single spaces
+    here). Not the regex "(?:\\s*…)+$": searched from each ellipsis of a text full of
+    them, it read to the end from each."""
+    return text.strip("… ")
 
 
 class ExtractiveComposer:
@@ -201,9 +208,14 @@ class ExtractiveComposer:
     reads_windows = True  # the Answerer gives it Passage.windows (WINDOW_WEIGHT)
 
     def __init__(self, encode_texts: Callable[[Sequence[str]], np.ndarray] | None,
-                 *, shortlist: int = SHORTLIST) -> None:
+                 *, shortlist: int = SHORTLIST,
+                 encode_query: Callable[[str], np.ndarray] | None = None) -> None:
         self.encode_texts = encode_texts
         self.shortlist = shortlist
+        # A question longer than EMBED_MAX_CHARS may not fit the model's window: it is
+        # embedded as retrieval embeds it (the mean of its windows), or without
+        # `encode_query` as its first EMBED_MAX_CHARS characters, never refused.
+        self.encode_query = encode_query
 
     # -- choosing ------------------------------------------------------------------------
     def candidates(self, passages: Sequence[Passage]) -> list[list[_Candidate]]:
@@ -266,13 +278,21 @@ class ExtractiveComposer:
         quotable.sort(key=lambda c: -c.score)
         if self.encode_texts is not None and self.shortlist > 0:
             short = quotable[: self.shortlist]
-            vectors = self.encode_texts([question] + [c.text[:EMBED_MAX_CHARS] for c in short])
-            for c, d in zip(short, vectors[1:] @ vectors[0]):
+            vectors, q_vector = self._vectors(question, [c.text[:EMBED_MAX_CHARS] for c in short])
+            for c, d in zip(short, vectors @ q_vector):
                 c.score += DENSE_WEIGHT * float(d)
             quotable = sorted(short, key=lambda c: -c.score)
         best = quotable[0].score
         chosen = [c for c in quotable[:EXTRACT_MAX_SENTENCES] if c.score >= EXTRACT_RELATIVE_FLOOR * best]
         return self._with_context(chosen, rows)
+
+    def _vectors(self, question: str, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The candidates' vectors and the question's: one batch when the question is short."""
+        assert self.encode_texts is not None
+        if len(question) <= EMBED_MAX_CHARS or self.encode_query is None:
+            vectors = self.encode_texts([question[:EMBED_MAX_CHARS]] + texts)
+            return vectors[1:], vectors[0]
+        return self.encode_texts(texts), self.encode_query(question)
 
     @staticmethod
     def _cues(question: str) -> list[Callable[[str], bool]]:

@@ -44,8 +44,11 @@ _OPEN = "<\uff1c\ufe64\u2329\u3008\u27e8"
 # Each letter of a name also in its full-width form (U+FF01-FF5E mirror ASCII), and "/" too.
 _NAMES = "|".join(f"[{_INVISIBLE}]*".join(f"[{re.escape(c)}{chr(ord(c) + 0xFEE0)}]" for c in name)
                   for name in sorted(_OUR_TAGS, key=len, reverse=True))
-_TAG_RE = re.compile(f"[{_OPEN}]({_GAP}[/\uff0f]?{_GAP}(?:{_NAMES}))(?![\\w])", re.IGNORECASE)
-_REFUSAL_RE = re.compile(r"^\s*\W*" + REFUSAL_TOKEN + r"\W*[:\-–—]?\s*(.*)", re.DOTALL)
+# One gap, then the slash and a second gap only if there is a slash: two gaps in a row
+# could share a long run of blanks in n² ways, each tried before the name fails.
+_TAG_RE = re.compile(f"[{_OPEN}]({_GAP}(?:[/\uff0f]{_GAP})?(?:{_NAMES}))(?![\\w])", re.IGNORECASE)
+# \W holds \s: "^\s*\W*" split a long blank run in n ways before the token failed.
+_REFUSAL_RE = re.compile(r"^\W*" + REFUSAL_TOKEN + r"\W*[:\-–—]?\s*(.*)", re.DOTALL)
 
 # An earlier answer is context for a follow-up, never a source: this much is enough
 # to resolve "it" or "that one", and keeps the condense call small.

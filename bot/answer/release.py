@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 import structlog
 
 from bot.answer import sentences
-from bot.answer.checks import check_answer, flag_inline, inside_quotation
+from bot.answer.checks import check_answer, flag_inline
 from bot.answer.prompt import REFUSAL_TOKEN
 
 log = structlog.get_logger("citebot.turn")
@@ -61,12 +61,18 @@ def settled_ends(text: str, after: int = 0) -> Iterator[int]:
     """The final sentence ends of the text so far past `after`, in order (the checks'
     sentence ends: none inside a quotation unless it is a blank line). `after` is 0 or a
     settled end, where the scan may start (the matches after it are the same)."""
+    counted = 0  # inside_quotation(text, end), counted on from the last end (linear, not n²)
+    straight = opening = closing = 0
     for m in sentences.SENTENCE_END.finditer(text, after):
         end = m.end()
         if end <= after:
             continue
         blank_line = not m.group(0).strip() and m.group(0) != "\n"
-        if not blank_line and inside_quotation(text, end):
+        piece, counted = text[counted:end], end
+        straight += piece.count('"')
+        opening += piece.count("\u201c")
+        closing += piece.count("\u201d")
+        if not blank_line and (straight % 2 == 1 or opening > closing):
             continue
         if not settled(text, end):
             return

@@ -37,10 +37,10 @@ from bot.answer.record import TurnRecord, new_turn_id
 from bot.answer.turn import Answerer, failed_turn
 from bot.memory.state import ConversationState
 from bot.memory.turnlog import TurnLog
-from bot.metrics import DEDUPE_HITS, RATE_LIMITED
+from bot.metrics import RATE_LIMITED
 from bot.slack.actions import TurnActions
 from bot.slack.client import bolt_logger, retry_budget
-from bot.slack.dedupe import Deduper
+from bot.slack.dedupe import Deduper, claim_question
 from bot.slack.delivery import Delivery, failure_notice
 from bot.slack.home import HomeTab
 from bot.slack.inbound import (
@@ -50,6 +50,8 @@ from bot.slack.inbound import (
     SURFACE_THREAD,
     Identity,
     Question,
+    cleaned,
+    cut_notice,
     mention_question,
     message_question,
     parse_command,
@@ -220,23 +222,6 @@ class SlackBot:
                 return  # not a thread citebot has answered in
             self._answer(replace(question, shared=bool(body.get("is_ext_shared_channel"))))
 
-    def _claim(self, q: Question) -> bool:
-        """First delivery wins: the event id (retries), then the message (one post, two events)."""
-        keys = []
-        if q.event_id:
-            keys.append(f"event:{q.event_id}")
-        if q.message_ts:
-            keys.append(f"message:{q.channel}:{q.message_ts}")
-        for key in keys:
-            try:
-                if not self.deduper.claim(key):
-                    DEDUPE_HITS.inc()
-                    log.info("slack_duplicate_dropped", key=key, retry_num=q.retry_num)
-                    return False
-            except CitebotError as exc:  # answering twice beats never answering
-                log.warning("dedupe_unavailable", error=str(exc))
-        return True
-
     def _rate(self, user: str | None) -> RateDecision:
         per_minute = self.config.rate_limit_per_minute
         if not user:
@@ -256,8 +241,9 @@ class SlackBot:
     # -- one question ------------------------------------------------------------------------
     def _answer(self, q: Question) -> None:
         """Claim, rate-limit, show progress, then hand the turn on: always ends visibly."""
-        if not self._claim(q):
+        if not claim_question(self.deduper, q):
             return
+        q = cleaned(q)  # after the claim: a retried delivery is dropped uncleaned
         turn_id = new_turn_id()
         structlog.contextvars.bind_contextvars(turn_id=turn_id, thread=q.reply_thread_ts, user=q.user)
         try:
@@ -278,6 +264,8 @@ class SlackBot:
                 log.info("slack_rate_limited", retry_after_s=decision.retry_after_s)
                 self.delivery.post_ephemeral(q, self._rate_notice(decision, turn_id))
                 return
+            if q.cut_from is not None:  # only its start was read: the asker alone is told
+                self.delivery.post_ephemeral(q, render_notice(cut_notice(q.cut_from), turn_id))
             if policy.reply == "ephemeral":
                 # Only the asker sees it; the thread's state is theirs alone.
                 q = replace(q, surface=SURFACE_EPHEMERAL,
@@ -337,7 +325,7 @@ class SlackBot:
             help_message = render_help(self.command, self.config.rate_limit_per_minute)
             ack(text=help_message.text, blocks=help_message.block_dicts(), response_type="ephemeral")
         elif parsed.kind == "question":
-            ack(text=f"🔎 Looking through the collection for: _{escape(parsed.argument)}_",
+            ack(text=f"🔎 Looking through the collection for: _{escape(parsed.argument)}_{parsed.note}",
                 response_type="ephemeral")
         else:
             ack()

@@ -30,6 +30,9 @@ import redis
 import structlog
 
 from bot.memory.redis import RedisUnavailable, redis_errors
+from bot.metrics import DEDUPE_HITS
+from bot.slack.inbound import Question
+from search.errors import CitebotError
 
 log = structlog.get_logger("citebot.dedupe")
 
@@ -143,3 +146,22 @@ class RedisDeduper:
         self.resyncs += 1
         log.info("dedupe_resynced", claims=len(claims))
         return len(claims)
+
+
+def claim_question(deduper: Deduper, q: Question) -> bool:
+    """First delivery wins: the event id (retries), then the message (one post, two events).
+    Called before the question is cleaned, so a dropped retry costs no cleaning."""
+    keys = []
+    if q.event_id:
+        keys.append(f"event:{q.event_id}")
+    if q.message_ts:
+        keys.append(f"message:{q.channel}:{q.message_ts}")
+    for key in keys:
+        try:
+            if not deduper.claim(key):
+                DEDUPE_HITS.inc()
+                log.info("slack_duplicate_dropped", key=key, retry_num=q.retry_num)
+                return False
+        except CitebotError as exc:  # answering twice beats never answering
+            log.warning("dedupe_unavailable", error=str(exc))
+    return True

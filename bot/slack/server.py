@@ -11,8 +11,9 @@ Before Bolt sees a request to /slack/events, `guarded` checks it in this order, 
 forged or oversized request costs no parsing: a body over MAX_BODY_BYTES is refused
 with 413 from its Content-Length, unread; the body is read (exactly Content-Length
 bytes); the signature (v0 HMAC of timestamp and raw body, five minutes' tolerance) is
-checked, 401 if it fails; only then does Bolt parse it, and a signed body Bolt cannot
-parse gets 400, never 500.
+checked, 401 if it fails; the signed body's shape is checked (bot.slack.shape: an object
+with a string `type`, an `event` that is an object, ...), 400 if it is not Slack's; only
+then does Bolt parse it, and a signed body Bolt still cannot parse gets 400, never 500.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_sdk.signature import SignatureVerifier
 
 from bot.metrics import exposition
+from bot.slack import shape
 from search.errors import ConfigError
 
 log = structlog.get_logger("citebot.server")
@@ -134,6 +136,11 @@ def guarded(inner: WsgiApp, signing_secret: str, path: str = EVENTS_PATH,
         if len(body) != int(length) or not _signed(verifier, environ, body):
             log.info("slack_request_refused", reason="signature", status=401)
             return _plain(start_response, "401 Unauthorized", "invalid request signature")
+        malformed = shape.problem(body, environ.get("CONTENT_TYPE"))
+        if malformed:
+            log.warning("slack_request_malformed", problem=malformed[:300], status=400,
+                        content_type=environ.get("CONTENT_TYPE"))
+            return _plain(start_response, "400 Bad Request", f"not a Slack request body: {malformed}")
         environ = {**environ, "wsgi.input": io.BytesIO(body)}
         started: list[str] = []
 

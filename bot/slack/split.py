@@ -12,6 +12,7 @@ link, inline code or a code fence, nor between a quotation and the flag of its f
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 
 from bot.answer import sentences
@@ -24,11 +25,12 @@ _PARAGRAPH = re.compile(r"\n\n")
 _LINE = re.compile(r"\n")
 _SPACE = re.compile(r" ")
 # What a markdown cut keeps whole (the text is escaped: a raw <…> is one of ours, a link).
+# No span holds its own opening mark ("[", "“"), so a run of unclosed ones is read once.
 _PROTECTED = re.compile(
-    r"```.*?```|`[^`\n]*`|<[^<>\n]*>|\[[^\]\n]*\]\([^)\s]*\)|\"[^\"]*\"|\u201c[^\u201d]*\u201d",
+    r"```.*?```|`[^`\n]*`|<[^<>\n]*>|\[[^\[\]\n]*\]\([^)\s]*\)|\"[^\"]*\"|\u201c[^\u201c\u201d]*\u201d",
     re.DOTALL)
 # A failed check's flag: " ⚠️ [quote check failed: mis-cited: the words are in [3], not [2]]".
-_FLAG = re.compile(r"\s*\u26a0\ufe0f? \[(?:[^\[\]\n]|\[\d+\])*\]")
+_FLAG = re.compile(r"(?:(?<!\s)\s+)?\u26a0\ufe0f? \[(?:[^\[\]\n]|\[\d+\])*\]")
 
 
 def _last(positions: Iterable[int], limit: int, floor: int, allowed: Callable[[int], bool]) -> int | None:
@@ -95,9 +97,27 @@ def protected_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def _inside(spans: list[tuple[int, int]]) -> Callable[[int], bool]:
+    """Whether a position is inside one of the spans, by binary search over their union
+    (asking each span for each candidate position was quadratic in a text of many spans)."""
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if merged and a < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    starts = [a for a, _ in merged]
+
+    def inside(pos: int) -> bool:
+        i = bisect_left(starts, pos) - 1  # the last span starting before pos
+        return i >= 0 and pos < merged[i][1]
+
+    return inside
+
+
 def markdown_cut(text: str, limit: int) -> int:
-    spans = protected_spans(text)
-    return cut_point(text, limit, lambda pos: not any(a < pos < b for a, b in spans))
+    inside = _inside(protected_spans(text))
+    return cut_point(text, limit, lambda pos: not inside(pos))
 
 
 def split_markdown(text: str, limit: int = MARKDOWN_MAX) -> list[str]:
