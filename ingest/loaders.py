@@ -23,7 +23,10 @@ FORMATS = {
     ".html": "html", ".htm": "html", ".pdf": "pdf",
 }
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
+# The opening of an ATX heading; its title is the rest of the line with the closing #s and
+# blanks stripped by str methods (a lazy `(.*?)[ \t#]*$` rescanned every run of blanks
+# and #s at each position: a 100 KB heading line took 39 s).
+_ATX_OPEN = re.compile(r" {0,3}(#{1,6})[ \t]")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(```+|~~~+)")
 _FRONT_MATTER = "---"
@@ -107,10 +110,10 @@ def load_markdown(text: str, source: str, *, atx: bool = True, fmt: str = "markd
             fence = m.group(1)[:3]
             para.append(line)
             continue
-        h = _ATX.match(line) if atx else None
+        h = _ATX_OPEN.match(line) if atx else None
         if h:
             flush()
-            outline.heading(len(h.group(1)), h.group(2))
+            outline.heading(len(h.group(1)), line[h.end():].strip(" \t").rstrip(" \t#"))
             continue
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
         if line.strip() and not para and _SETEXT.match(nxt) and not _SETEXT.match(line):
@@ -128,7 +131,11 @@ def load_markdown(text: str, source: str, *, atx: bool = True, fmt: str = "markd
     return LoadedDocument(source, title, fmt, outline.result(), url=url)
 
 
-_URL_KEY = re.compile(r"^url[ \t]*:[ \t]*(.*?)[ \t]*$")
+# The key only: the value is the rest of the line, stripped by str methods (a lazy value
+# before `[ \t]*$` was quadratic in a run of blanks inside it).
+_URL_KEY = re.compile(r"url[ \t]*:")
+# The blank before a YAML comment: two fixed characters, so a search is linear.
+_COMMENT_START = re.compile(r"[ \t]#")
 
 
 def front_matter_url(lines: list[str]) -> str | None:
@@ -137,10 +144,11 @@ def front_matter_url(lines: list[str]) -> str | None:
         m = _URL_KEY.match(line)
         if not m:
             continue
-        value = m.group(1)
+        value = line[m.end():].strip(" \t")
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
             return value[1:-1]
-        return re.sub(r"[ \t]+#.*$", "", value)  # a YAML comment after the value
+        comment = _COMMENT_START.search(value)  # a YAML comment after the value
+        return value[: comment.start()].rstrip(" \t") if comment else value
     return None
 
 
@@ -474,7 +482,42 @@ def load_html(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> Loaded
 _PDF_HEADING = re.compile(r"^(\d+(?:\.\d+)*)\.?\s+([A-Z][^.!?]{1,80})$")
 
 
-_DOT_LEADER = re.compile(r"\.{6,}\s*\S+$")
+def _is_dot_leader(line: str) -> bool:
+    """A table-of-contents line: a run of six or more dots, then its last word ("Intro ...... 5").
+
+    By str methods: the regex it replaces (`\\.{6,}\\s*\\S+$`, searched) backtracked through
+    the dots at every start, cubic in a line of dots (2,000 dots: 27 s).
+    """
+    if not line or line[-1].isspace():
+        return False
+    parts = line.rsplit(None, 1)
+    return "......" in parts[-1][:-1] or (len(parts) == 2 and parts[0].endswith("......"))
+
+
+_PAGE_NUMBER_PADDING = "-–—"
+
+
+def _is_page_number(line: str, label: str) -> bool:
+    """The line is the page's label between dashes and blanks (the printed page number).
+
+    By str methods: `[-–—\\s]*LABEL[-–—\\s]*` as a regex was quadratic in a run of dashes
+    when the label itself begins with one.
+    """
+    def padding(c: str) -> bool:
+        return c in _PAGE_NUMBER_PADDING or c.isspace()
+
+    head = 0
+    while head < len(line) and padding(line[head]):
+        head += 1
+    if head == len(line):  # all padding: so must the label be
+        return label in line and all(padding(c) for c in label)
+    tail = len(line)
+    while padding(line[tail - 1]):
+        tail -= 1
+    # The label starts within the leading padding and ends within the trailing padding:
+    # at most min(head, len(label)) + 1 places to compare.
+    return any(line.startswith(label, i) for i in range(max(0, tail - len(label)), head + 1)
+               if i + len(label) >= tail)
 
 
 def load_pdf(data: bytes, source: str, limits: Limits = DEFAULT_LIMITS) -> LoadedDocument:
@@ -529,9 +572,9 @@ def load_pdf(data: bytes, source: str, limits: Limits = DEFAULT_LIMITS) -> Loade
             if not line:
                 flush()
                 continue
-            if re.fullmatch(r"[-–—\s]*" + re.escape(label) + r"[-–—\s]*", line):
+            if _is_page_number(line, label):
                 continue  # the printed page number in the footer
-            if _DOT_LEADER.search(line):
+            if _is_dot_leader(line):
                 continue  # a table-of-contents entry points at text; it is not text
             h = _PDF_HEADING.match(line)
             if h and not para:
