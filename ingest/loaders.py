@@ -16,6 +16,7 @@ from urllib.parse import urljoin
 from ingest import furniture
 from ingest.document import LoadedDocument, Paragraph, Section
 from ingest.limits import DEFAULT_LIMITS, Limits, over, read_file
+from ingest.pdf_budget import charge_pages
 from search.errors import IngestError
 
 FORMATS = {
@@ -538,6 +539,7 @@ def load_pdf(data: bytes, source: str, limits: Limits = DEFAULT_LIMITS) -> Loade
             if len(reader.pages) > limits.max_pages:
                 raise over(f"{source}: PDF of", f"{len(reader.pages):,} pages", limits.max_pages,
                            "CITEBOT_INGEST_MAX_PAGES")
+            charge_pages(reader.pages, source, limits)  # the per-file budget, before any parsing
             labels = list(reader.page_labels)
             texts: list[tuple[str, str]] = []
             chars = 0
