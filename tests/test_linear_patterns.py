@@ -8,7 +8,9 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.loaders import _is_dot_leader, _is_page_number, front_matter_url, load_markdown
+import pytest
+
+from ingest.loaders import _is_dot_leader, _is_page_number, front_matter_url, load_html, load_markdown
 from search.text import _WORD, _starts_sentence, joined_terms, name_like
 from tests.fuzz_support import within_budget
 
@@ -45,6 +47,14 @@ def test_question_patterns_are_linear_in_a_long_question():
     assert within_budget(lambda: joined_terms("a" * 50_000 + " b")) == []
     names = within_budget(lambda: name_like(" ".join(["Word"] * 20_000) + "," * 20_000 + " Other"))
     assert names == {"word", "other"}
+
+
+@pytest.mark.parametrize("unclosed", ["<a ", "<a\n", "<a b='", "<!--", "</", "<?"])
+def test_html_ending_in_a_construct_that_never_closes_loads_in_linear_time(unclosed):
+    page = "<p>The rover docks at the bay.</p>Then" + unclosed * (40_000 // len(unclosed))
+    doc = within_budget(lambda: load_html(page, "a.html"))
+    # As a browser reads it: the unclosed tag or comment runs to the end, and is no text.
+    assert [p.text for s in doc.sections for p in s.paragraphs] == ["The rover docks at the bay.", "Then"]
 
 
 _md_line = st.text(alphabet=" \t#ab\u2028", max_size=14)
