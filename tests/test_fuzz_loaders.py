@@ -20,7 +20,7 @@ LONG_INPUTS = settings(FUZZ_SETTINGS, max_examples=15)
 
 # '#' and the blanks twice: runs of only them are what heading and front matter patterns scan.
 _MARKDOWN = ["#", "#", " ", " ", "\t", "*", "_", "`", "[", "]", "<", ">", " ", "\t", "\n", "=", "-", "~", ".", "a", "url:", "---"]
-_HTML = ["<", ">", "/", "=", '"', "'", " ", "\n", "#", "*", "_", "`", "[", "]", "&", ";", "a", "p", "li", "h2",
+_HTML = ["<a ", "<a b='", "<", ">", "/", "=", '"', "'", " ", "\n", "#", "*", "_", "`", "[", "]", "&", ";", "a", "p", "li", "h2",
          "main", "role", "<p>", "</p>", "<li>", "<ul>", "</div>", "<h2>", "</h2>", "<a href=\"#x\">", "</a>", "<!--"]
 
 
