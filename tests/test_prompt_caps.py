@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.answer.claude import ClaudeComposer
-from bot.answer.compose import ExtractiveComposer
 from bot.answer.passages import Passage
 from bot.answer.prompt import (
     PROMPT_PASSAGE_CHARS,
