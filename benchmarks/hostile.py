@@ -4,10 +4,12 @@ Generates, in a temporary folder (bot/testing/hostile.py; never committed): a 20
 text file, a PDF of 5,000 pages, HTML nested 10,000 deep, a PDF whose FlateDecode stream
 inflates to 2 GB (a 2 MB file), a text file that is not UTF-8, a file appended to while
 it is ingested, and HTML built to make a naive parser quadratic (stray end tags under
-a deep stack: valid, so it is ingested). Then names and links, each in a folder of its own
-beside company/ and people/ pages: a symbolic link from company/ into people/ (its name
-must not be stored with the people's text), a hard link across them, a symbolic link
-loop, a name that is not UTF-8 and one with a line break. Each is ingested with one ordinary page in a subprocess of its own,
+a deep stack: valid, so it is ingested); and the format attacks (_format_cases): a 100 KB
+Markdown heading line, a PDF of 20 streams each inflating to 70 MB, a 4.9 M-character
+paragraph. Then names and links, each in a folder of its own beside company/ and people/
+pages: a symbolic link from company/ into people/ (its name must not be stored with the
+people's text), a hard link across them, a symbolic link loop, a name that is not UTF-8
+and one with a line break. Each is ingested with one ordinary page in a subprocess of its own,
 with the default limits of ingest/limits.py and the test embedder (the loaders are
 measured, not MiniLM); the subprocess reports its peak RSS (resource.getrusage), and a
 run with the ordinary page alone is the same-run baseline.
@@ -66,10 +68,11 @@ def child(paths: list[str]) -> None:
     summary = ingest([Path(p) for p in paths], EmbeddedStore(store_dir), HashingEmbedder(), progress=False)
     seconds = time.perf_counter() - started
     stored = sorted(EmbeddedStore(store_dir).document_hashes())
+    max_chunk_chars = max((len(c.text) for c in EmbeddedStore(store_dir).iter_chunks()), default=0)
     shutil.rmtree(store_dir, ignore_errors=True)
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"summary": summary.as_json(), "rss_mb": round(rss_kb / 1024, 1), "seconds": round(seconds, 2),
-                      "stored": stored}))
+                      "stored": stored, "max_chunk_chars": max_chunk_chars}))
 
 
 def run_child(paths: list[Path], while_running=None) -> dict:
@@ -129,6 +132,7 @@ def _run(args: argparse.Namespace, tmp: Path, hostile) -> int:
         "invalid UTF-8": hostile.invalid_utf8(folder / "latin1.md"),
         "stray end tags, 4 MB (valid: ingested)": _stray(folder / "stray.html"),
         "file appended to while ingested": hostile.big_text(folder / "growing.txt", 20_000_000),
+        **_format_cases(folder, args.quick, hostile),
     }
     generated_s = time.perf_counter() - started
 
@@ -152,7 +156,7 @@ def _run(args: argparse.Namespace, tmp: Path, hostile) -> int:
                      "reason": skipped.get(path.name, "ingested" if valid else None),
                      "good_ingested": result["summary"]["documents"] == (2 if valid else 1),
                      "rss_mb": result["rss_mb"], "rss_over_baseline_mb": round(result["rss_mb"] - baseline["rss_mb"], 1),
-                     "seconds": result["seconds"]})
+                     "seconds": result["seconds"], "max_chunk_chars": result["max_chunk_chars"]})
     rows += [_name_or_link(case, tmp, baseline) for case in NAMES_AND_LINKS]
     cli = None
     if not args.quick:
@@ -175,6 +179,7 @@ def _run(args: argparse.Namespace, tmp: Path, hostile) -> int:
     broken += [f"{r['file']}: the ordinary page was not ingested" for r in rows if not r["good_ingested"]]
     broken += [f"{r['file']}: peak RSS {r['rss_over_baseline_mb']} MB over the baseline (bound {RSS_BOUND_MB})"
                for r in rows if r["rss_over_baseline_mb"] > RSS_BOUND_MB]
+    broken += _format_promises(rows)
     if cli is not None and (cli["exit"] != 0 or cli["output"]["documents"] != 2):
         broken.append(f"citebot ingest --json: {cli}")
     figures = {"baseline_rss_mb": baseline["rss_mb"], "generated_s": round(generated_s, 1), "files": rows,
@@ -188,7 +193,8 @@ def _run(args: argparse.Namespace, tmp: Path, hostile) -> int:
         print(f"{'file':36} {'bytes':>13} {'RSS MB':>7} {'+base':>6} {'s':>6}  good  reason")
         for r in rows:
             print(f"{r['file']:36} {r['bytes']:13,} {r['rss_mb']:7.0f} {r['rss_over_baseline_mb']:6.0f} "
-                  f"{r['seconds']:6.2f}  {'yes' if r['good_ingested'] else 'NO ':4}  {r['reason']}")
+                  f"{r['seconds']:6.2f}  {'yes' if r['good_ingested'] else 'NO ':4}  {r['reason']}"
+                  + (f" (largest chunk {r['max_chunk_chars']:,} characters)" if r["valid"] else ""))
         if cli is not None:
             out = cli["output"]
             print(f"citebot ingest --json (real model) over the folder: exit {cli['exit']}, {cli['seconds']} s, "
@@ -408,6 +414,44 @@ def slack_section(as_json: bool = False) -> int:
         for b in broken:
             print(f"BROKEN: {b}")
     return 1 if broken else 0
+
+
+# -- formats: a backtracking pattern, a PDF of many streams, a huge paragraph ----------------
+# A valid file of these must go in within this many seconds (the loaders are linear: the
+# 100 KB heading line took 39 s when the ATX pattern backtracked).
+FORMAT_MAX_S = 20
+
+
+def _format_cases(folder: Path, quick: bool, hostile) -> dict[str, Path]:
+    """The format attacks: a 100 KB Markdown heading line; a PDF whose pages each inflate
+    near the per-stream limit (20 x 70 MB; --quick 3 x 40 MB, still past the per-file
+    budget); a single 4.9 M-character paragraph (its chunks must stay within the char cap)."""
+    heading = folder / "heading.md"
+    heading.write_text("# a" + " #" * 50_000 + "x\n\nThe rover docks at the bay.\n", encoding="utf-8")
+    pages, per_page = (3, 40_000_000) if quick else (20, 70_000_000)
+    paragraph = folder / "paragraph.md"
+    sentence = "The rover docks at the charging bay before each shift and reports its battery level. "
+    paragraph.write_text("# One paragraph\n\n" + sentence * (4_900_000 // len(sentence)) + "\n", encoding="utf-8")
+    return {
+        "100 KB heading line (valid: ingested)": heading,
+        f"PDF of {pages} streams x {per_page / 1e6:g} MB inflated": hostile.pdf_pages_bomb(
+            folder / "pages-bomb.pdf", pages, per_page),
+        "4.9 M-character paragraph (valid: ingested)": paragraph,
+    }
+
+
+def _format_promises(rows: list[dict]) -> list[str]:
+    from ingest.chunker import MAX_CHUNK_CHARS
+
+    broken = []
+    for r in rows:
+        if r["file"].startswith("100 KB heading") and r["seconds"] > FORMAT_MAX_S:
+            broken.append(f"{r['file']}: {r['seconds']} s (bound {FORMAT_MAX_S} s)")
+        if r["file"].startswith("PDF of") and "streams x" in r["file"] and "INFLATED_FILE_BYTES" not in (r["reason"] or ""):
+            broken.append(f"{r['file']}: not refused by the per-file inflated budget ({r['reason']})")
+        if r["file"].startswith("4.9 M-character") and r["max_chunk_chars"] > MAX_CHUNK_CHARS:
+            broken.append(f"{r['file']}: a chunk of {r['max_chunk_chars']:,} characters (cap {MAX_CHUNK_CHARS:,})")
+    return broken
 
 
 if __name__ == "__main__":

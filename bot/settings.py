@@ -24,6 +24,7 @@ from ingest.limits import (
     MAX_FILE_BYTES,
     MAX_HTML_DEPTH,
     MAX_INFLATED_BYTES,
+    MAX_INFLATED_FILE_BYTES,
     MAX_PDF_PAGES,
     MAX_TEXT_CHARS,
     Limits,
@@ -106,11 +107,14 @@ class Settings(BaseSettings):
     ingest_max_depth: int = Field(MAX_HTML_DEPTH, gt=0, description="open HTML elements at once")
     ingest_max_inflated_bytes: int = Field(
         MAX_INFLATED_BYTES, gt=0, description="one PDF stream, decompressed")
+    ingest_max_inflated_file_bytes: int = Field(
+        MAX_INFLATED_FILE_BYTES, gt=0, description="all the streams of one PDF, decompressed")
 
     def ingest_limits(self) -> Limits:
         return Limits(max_bytes=self.ingest_max_bytes, max_pages=self.ingest_max_pages,
                       max_chars=self.ingest_max_chars, max_depth=self.ingest_max_depth,
-                      max_inflated_bytes=self.ingest_max_inflated_bytes)
+                      max_inflated_bytes=self.ingest_max_inflated_bytes,
+                      max_inflated_file_bytes=self.ingest_max_inflated_file_bytes)
 
     @field_validator(*_URLS)
     @classmethod

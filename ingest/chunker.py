@@ -3,13 +3,17 @@
 Chunks of a long section land in a 550–750 token band (tokens of the embedding model's
 tokenizer); consecutive chunks of one section share their boundary paragraphs byte for
 byte, and each chunk records how many characters it shares with its neighbours so that
-the overlap can be stripped later by equality.
+the overlap can be stripped later by equality. No chunk is longer than MAX_CHUNK_CHARS: a
+paragraph longer than that is cut, at a sentence end or else a blank, into pieces whose
+concatenation is the paragraph; pieces of one paragraph never share a chunk (they would
+be joined by a separator the source does not have) and are not carried as overlap.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,6 +30,16 @@ BAND_MAX_TOKENS = 750
 # The trailing paragraphs carried into the next chunk, at most this many tokens (at
 # least one paragraph always, so no boundary sentence is seen only out of context).
 OVERLAP_MAX_TOKENS = 160
+# The hard size of a chunk in characters, whatever its tokens. Above the longest real
+# paragraph of the collections here (12,487 characters: a list in the 18F handbook's
+# index) and about 4,000 tokens, 5x the band; a 4.9 M-character paragraph was one chunk
+# and reached the model whole.
+MAX_CHUNK_CHARS = 16_000
+# A cut looks for a sentence end, then a blank, in the last part of the window only, so no
+# piece is much shorter than the cap.
+_CUT_SEARCH_SHARE = 0.5
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
+_BLANKS = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
@@ -33,6 +47,7 @@ class ChunkingConfig:
     band_min: int = BAND_MIN_TOKENS
     band_max: int = BAND_MAX_TOKENS
     overlap_max: int = OVERLAP_MAX_TOKENS
+    max_chars: int = MAX_CHUNK_CHARS
 
 
 def doc_id_for(source: str) -> str:
@@ -52,15 +67,47 @@ def _page_label(paras: list[Paragraph]) -> str | None:
     return pages[0] if pages[0] == pages[-1] else f"{pages[0]}–{pages[-1]}"
 
 
-def plan_section(tokens: list[int], cfg: ChunkingConfig) -> list[tuple[int, int]]:
+def cut_paragraph(text: str, max_chars: int = MAX_CHUNK_CHARS) -> list[str]:
+    """The paragraph in pieces of at most max_chars, cut after a sentence end and its
+    blanks, else after a run of blanks, else at max_chars; "".join(pieces) == text."""
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > max_chars:
+        window = text[start : start + max_chars]
+        floor = int(max_chars * _CUT_SEARCH_SHARE)
+        cut = 0
+        for pattern in (_SENTENCE_END, _BLANKS):
+            for m in pattern.finditer(window, floor):
+                cut = m.end()
+            if cut:
+                break
+        cut = cut or max_chars
+        pieces.append(text[start : start + cut])
+        start += cut
+    pieces.append(text[start:])
+    return pieces
+
+
+def plan_section(tokens: list[int], cfg: ChunkingConfig, chars: list[int] | None = None,
+                 joinable: list[bool] | None = None) -> list[tuple[int, int]]:
     """Paragraph index ranges [start, end) of a section's chunks, overlap included.
 
     Chunks aim at an even size (total / count) so a long section does not end in a
-    stub; each adds at least one new paragraph, so the plan always ends.
+    stub; each adds at least one new paragraph, so the plan always ends. With `chars`
+    (each paragraph's length, none over cfg.max_chars) no chunk grows past cfg.max_chars;
+    a paragraph whose `joinable` is False never shares a chunk with the one before it.
     """
     n = len(tokens)
     total = sum(tokens)
-    if total <= cfg.band_max or n == 1:
+    sep = len(PARAGRAPH_SEPARATOR)
+    chars = chars if chars is not None else [0] * n
+    joinable = joinable if joinable is not None else [True] * n
+
+    def fits(i: int, size_chars: int) -> bool:  # paragraph i may join a chunk of size_chars
+        return joinable[i] and size_chars + sep + chars[i] <= cfg.max_chars
+
+    if n == 1 or (total <= cfg.band_max and all(joinable[1:])
+                  and sum(chars) + sep * (n - 1) <= cfg.max_chars):
         return [(0, n)]
     # Expected chunks: each new chunk adds about (band_max - overlap) fresh tokens.
     fresh = max(1, cfg.band_max - cfg.overlap_max // 2)
@@ -72,11 +119,13 @@ def plan_section(tokens: list[int], cfg: ChunkingConfig) -> list[tuple[int, int]
     while True:
         end = start
         size = 0
+        size_chars = -sep
         while end < n:
             grown = size + tokens[end]
-            if end > first_new and grown > cfg.band_max:
+            if end > first_new and (grown > cfg.band_max or not fits(end, size_chars)):
                 break
             size = grown
+            size_chars += sep + chars[end]
             end += 1
             if end > first_new and size >= target:
                 # Take the rest when it would only make a stub chunk of its own.
@@ -90,10 +139,15 @@ def plan_section(tokens: list[int], cfg: ChunkingConfig) -> list[tuple[int, int]
         # Overlap: whole trailing paragraphs, at least one, within the overlap budget.
         back = end - 1
         carried = tokens[back]
-        while back - 1 > start and carried + tokens[back - 1] <= cfg.overlap_max:
+        carried_chars = chars[back]
+        while (back - 1 > start and carried + tokens[back - 1] <= cfg.overlap_max
+               and carried_chars + sep + chars[back - 1] + sep + chars[end] <= cfg.max_chars):
             back -= 1
             carried += tokens[back]
-        if back <= start:  # a chunk of one paragraph: carry nothing, or we never progress
+            carried_chars += sep + chars[back]
+        if back <= start or not fits(end, carried_chars):
+            # A chunk of one paragraph (carry nothing, or we never progress), a piece of a
+            # cut paragraph next, or no room for the overlap under the character cap.
             back = end
         start, first_new = back, end
 
@@ -110,9 +164,14 @@ def chunk_document(
     superseded = doc.superseded()
     chunks: list[Chunk] = []
     for section in doc.sections:
-        paras = section.paragraphs
+        paras: list[Paragraph] = []
+        joinable: list[bool] = []
+        for p in section.paragraphs:
+            pieces = cut_paragraph(p.text, cfg.max_chars)
+            paras += [Paragraph(piece, p.page) for piece in pieces]
+            joinable += [True] + [False] * (len(pieces) - 1)
         tokens = [count_tokens(p.text) for p in paras]
-        plan = plan_section(tokens, cfg)
+        plan = plan_section(tokens, cfg, [len(p.text) for p in paras], joinable)
         prev_end = 0
         for i, (start, end) in enumerate(plan):
             group = paras[start:end]

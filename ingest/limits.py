@@ -37,6 +37,12 @@ MAX_HTML_DEPTH = 1_000
 # which a 300 dpi A4 colour image (25 MB raw) stays well under. A decompression bomb
 # stops there instead of filling memory.
 MAX_INFLATED_BYTES = 75_000_000
+# All the streams text extraction decodes in one PDF (its pages' content, forms and
+# ToUnicode maps; ingest/pdf_budget.py): 2,000 pages (MAX_PDF_PAGES) of dense text run to
+# about 40 KB of content each, 80 MB. Layout extraction parses some 4-8 MB of content a
+# second, so this bounds a file to ~25 s and its cached streams to 100 MB; 20 pages of
+# 70 MB each (every stream under the limit above) took 173 s and 1.87 GB without it.
+MAX_INFLATED_FILE_BYTES = 100_000_000
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class Limits:
     max_chars: int = MAX_TEXT_CHARS
     max_depth: int = MAX_HTML_DEPTH
     max_inflated_bytes: int = MAX_INFLATED_BYTES
+    max_inflated_file_bytes: int = MAX_INFLATED_FILE_BYTES
 
 
 DEFAULT_LIMITS = Limits()

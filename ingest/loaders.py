@@ -16,6 +16,7 @@ from urllib.parse import urljoin
 from ingest import furniture
 from ingest.document import LoadedDocument, Paragraph, Section
 from ingest.limits import DEFAULT_LIMITS, Limits, over, read_file
+from ingest.pdf_budget import charge_pages
 from search.errors import IngestError
 
 FORMATS = {
@@ -23,7 +24,10 @@ FORMATS = {
     ".html": "html", ".htm": "html", ".pdf": "pdf",
 }
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
+# The opening of an ATX heading; its title is the rest of the line with the closing #s and
+# blanks stripped by str methods (a lazy `(.*?)[ \t#]*$` rescanned every run of blanks
+# and #s at each position: a 100 KB heading line took 39 s).
+_ATX_OPEN = re.compile(r" {0,3}(#{1,6})[ \t]")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(```+|~~~+)")
 _FRONT_MATTER = "---"
@@ -107,10 +111,10 @@ def load_markdown(text: str, source: str, *, atx: bool = True, fmt: str = "markd
             fence = m.group(1)[:3]
             para.append(line)
             continue
-        h = _ATX.match(line) if atx else None
+        h = _ATX_OPEN.match(line) if atx else None
         if h:
             flush()
-            outline.heading(len(h.group(1)), h.group(2))
+            outline.heading(len(h.group(1)), line[h.end():].strip(" \t").rstrip(" \t#"))
             continue
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
         if line.strip() and not para and _SETEXT.match(nxt) and not _SETEXT.match(line):
@@ -128,7 +132,11 @@ def load_markdown(text: str, source: str, *, atx: bool = True, fmt: str = "markd
     return LoadedDocument(source, title, fmt, outline.result(), url=url)
 
 
-_URL_KEY = re.compile(r"^url[ \t]*:[ \t]*(.*?)[ \t]*$")
+# The key only: the value is the rest of the line, stripped by str methods (a lazy value
+# before `[ \t]*$` was quadratic in a run of blanks inside it).
+_URL_KEY = re.compile(r"url[ \t]*:")
+# The blank before a YAML comment: two fixed characters, so a search is linear.
+_COMMENT_START = re.compile(r"[ \t]#")
 
 
 def front_matter_url(lines: list[str]) -> str | None:
@@ -137,10 +145,11 @@ def front_matter_url(lines: list[str]) -> str | None:
         m = _URL_KEY.match(line)
         if not m:
             continue
-        value = m.group(1)
+        value = line[m.end():].strip(" \t")
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
             return value[1:-1]
-        return re.sub(r"[ \t]+#.*$", "", value)  # a YAML comment after the value
+        comment = _COMMENT_START.search(value)  # a YAML comment after the value
+        return value[: comment.start()].rstrip(" \t") if comment else value
     return None
 
 
@@ -396,6 +405,12 @@ class _HTMLOutline(HTMLParser):
             self.buf.append([data, "text"])
 
     def close(self) -> None:
+        # What feed() left unparsed starts with a construct that never ends ("<a " with no
+        # ">", "<!--" with no "-->"). Python 3.11's close() re-scans it to the end from every
+        # "<" after it, quadratic ("x" + "<a " * 13,000 took 18 s); a browser reads it as an
+        # unclosed tag or comment running to the end of the file (HTML5: EOF in tag), no text.
+        if self.rawdata.startswith("<") and len(self.rawdata) > 1:
+            self.rawdata = ""
         super().close()
         self._pop_to("html")
         while self.stack:
@@ -474,7 +489,42 @@ def load_html(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> Loaded
 _PDF_HEADING = re.compile(r"^(\d+(?:\.\d+)*)\.?\s+([A-Z][^.!?]{1,80})$")
 
 
-_DOT_LEADER = re.compile(r"\.{6,}\s*\S+$")
+def _is_dot_leader(line: str) -> bool:
+    """A table-of-contents line: a run of six or more dots, then its last word ("Intro ...... 5").
+
+    By str methods: the regex it replaces (`\\.{6,}\\s*\\S+$`, searched) backtracked through
+    the dots at every start, cubic in a line of dots (2,000 dots: 27 s).
+    """
+    if not line or line[-1].isspace():
+        return False
+    parts = line.rsplit(None, 1)
+    return "......" in parts[-1][:-1] or (len(parts) == 2 and parts[0].endswith("......"))
+
+
+_PAGE_NUMBER_PADDING = "-–—"
+
+
+def _is_page_number(line: str, label: str) -> bool:
+    """The line is the page's label between dashes and blanks (the printed page number).
+
+    By str methods: `[-–—\\s]*LABEL[-–—\\s]*` as a regex was quadratic in a run of dashes
+    when the label itself begins with one.
+    """
+    def padding(c: str) -> bool:
+        return c in _PAGE_NUMBER_PADDING or c.isspace()
+
+    head = 0
+    while head < len(line) and padding(line[head]):
+        head += 1
+    if head == len(line):  # all padding: so must the label be
+        return label in line and all(padding(c) for c in label)
+    tail = len(line)
+    while padding(line[tail - 1]):
+        tail -= 1
+    # The label starts within the leading padding and ends within the trailing padding:
+    # at most min(head, len(label)) + 1 places to compare.
+    return any(line.startswith(label, i) for i in range(max(0, tail - len(label)), head + 1)
+               if i + len(label) >= tail)
 
 
 def load_pdf(data: bytes, source: str, limits: Limits = DEFAULT_LIMITS) -> LoadedDocument:
@@ -495,6 +545,7 @@ def load_pdf(data: bytes, source: str, limits: Limits = DEFAULT_LIMITS) -> Loade
             if len(reader.pages) > limits.max_pages:
                 raise over(f"{source}: PDF of", f"{len(reader.pages):,} pages", limits.max_pages,
                            "CITEBOT_INGEST_MAX_PAGES")
+            charge_pages(reader.pages, source, limits)  # the per-file budget, before any parsing
             labels = list(reader.page_labels)
             texts: list[tuple[str, str]] = []
             chars = 0
@@ -529,9 +580,9 @@ def load_pdf(data: bytes, source: str, limits: Limits = DEFAULT_LIMITS) -> Loade
             if not line:
                 flush()
                 continue
-            if re.fullmatch(r"[-–—\s]*" + re.escape(label) + r"[-–—\s]*", line):
+            if _is_page_number(line, label):
                 continue  # the printed page number in the footer
-            if _DOT_LEADER.search(line):
+            if _is_dot_leader(line):
                 continue  # a table-of-contents entry points at text; it is not text
             h = _PDF_HEADING.match(line)
             if h and not para:

@@ -83,7 +83,21 @@ def content_words(text: str) -> list[str]:
     return list(seen)
 
 
-_SENTENCE_START = re.compile(r"(^|[.!?:;]\s+|\n)\W*$")
+# Sentence punctuation and a blank after it: two fixed characters, searched in the run of
+# non-word characters before a token only (`(^|[.!?:;]\s+|\n)\W*$` searched over the
+# whole text before each token was quadratic in the question's length).
+_SENTENCE_END = re.compile(r"[.!?:;]\s")
+
+
+def _starts_sentence(text: str, start: int) -> bool:
+    """Whether the token at `start` opens the text, a line or a sentence: the run of
+    non-word characters before it is the whole prefix, holds a newline, or holds
+    sentence punctuation followed by a blank."""
+    gap = start
+    while gap > 0 and not (text[gap - 1].isalnum() or text[gap - 1] == "_"):
+        gap -= 1
+    between = text[gap:start]
+    return gap == 0 or "\n" in between or _SENTENCE_END.search(between) is not None
 
 
 def name_like(text: str) -> set[str]:
@@ -97,14 +111,17 @@ def name_like(text: str) -> set[str]:
         if any(c.isdigit() for c in tok) or (any(c.isupper() for c in tok[1:])
                                              and any(c.islower() for c in tok)):
             out.add(fold(tok))
-        elif tok[0].isupper() and (tok.isupper() and len(tok) > 1 or not _SENTENCE_START.search(text[: m.start()])):
+        elif tok[0].isupper() and (tok.isupper() and len(tok) > 1 or not _starts_sentence(text, m.start())):
             out.add(fold(tok))
     return out
 
 
 # Words the writer joined without a space: "extensions.worktreeConfig", "analysis_limit",
 # "experimental-mode", "std::fs", "src/main.rs". Searched as phrases of their tokens.
-_JOINED = re.compile(r"[^\W_]+(?:(?:[._/-]|::)+[^\W_]+)+")
+# Tried only where a word starts (the lookbehind) and its first word never given back
+# (possessive): searched from every position inside a long word with no joiner, the plain
+# pattern was quadratic in that word (20,000 letters: 27 s).
+_JOINED = re.compile(r"(?<![^\W_])[^\W_]++(?:(?:[._/-]|::)+[^\W_]+)+")
 
 
 def joined_terms(text: str) -> list[tuple[str, ...]]:

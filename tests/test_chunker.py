@@ -116,3 +116,70 @@ def test_chunk_ids_are_stable_and_distinct():
     b = chunk_document(doc, "d", count_words)
     assert [c.chunk_id for c in a] == [c.chunk_id for c in b]
     assert len({c.chunk_id for c in a}) == 2
+
+
+def _capped(doc, max_chars):
+    return chunk_document(doc, "d", count_words, ChunkingConfig(max_chars=max_chars))
+
+
+def test_a_huge_paragraph_is_cut_into_chunks_within_the_char_cap():
+    from ingest.chunker import MAX_CHUNK_CHARS
+
+    sentence = "The rover docks at the charging bay before each shift. "
+    huge = sentence * (4_900_000 // len(sentence))  # a 4.9 M-character paragraph
+    doc = LoadedDocument("x.md", "X", "markdown", [Section(("H",), [
+        Paragraph("Before it."), Paragraph(huge), Paragraph("After it.")])])
+    chunks = chunk_document(doc, "d", count_words)
+    assert max(len(c.text) for c in chunks) <= MAX_CHUNK_CHARS
+    assert all(c.heading_path == ("H",) for c in chunks)
+    pieces = [c.text for c in chunks if huge[:20] in c.text or c.text in huge]
+    # Verbatim: the pieces, their overlap stripped, are the paragraph again.
+    joined = "".join(c.without_overlap_prev() for c in chunks)
+    assert huge in joined and joined.startswith("Before it.")
+    assert len(pieces) >= len(huge) // MAX_CHUNK_CHARS
+    # Cut after a sentence end: every piece but the last ends with one.
+    middle = [c.text for c in chunks if c.text in huge]
+    assert all(t.endswith(". ") for t in middle[:-1])
+
+
+@settings(max_examples=150, deadline=None)
+@given(documents(), st.integers(40, 400), st.data())
+def test_char_cap_keeps_chunks_verbatim_and_paragraph_aligned(doc, cap, data):
+    # Some paragraphs longer than the cap, some without a blank to cut at.
+    for section in doc.sections:
+        for i, p in enumerate(section.paragraphs):
+            if data.draw(st.booleans()):
+                glue = data.draw(st.sampled_from([" ", "", ". "]))
+                section.paragraphs[i] = Paragraph(glue.join([p.text] * data.draw(st.integers(2, 6))))
+    chunks = _capped(doc, cap)
+    assert all(len(c.text) <= cap for c in chunks)
+    for section in doc.sections:
+        mine = [c for c in chunks if c.heading_path == section.heading_path]
+        # Stripped of their overlap, the chunks of a section spell its paragraphs in order,
+        # each paragraph whole (its pieces abut) and paragraphs joined by the separator.
+        rebuilt = ""
+        for prev, c in zip([None, *mine], mine):
+            rest = c.without_overlap_prev()
+            if prev is None:
+                rebuilt = rest
+            elif c.overlap_prev:
+                rebuilt += PARAGRAPH_SEPARATOR + rest
+            else:
+                rebuilt += (PARAGRAPH_SEPARATOR if rebuilt_ends_paragraph(rebuilt, section) else "") + rest
+        assert rebuilt == PARAGRAPH_SEPARATOR.join(p.text for p in section.paragraphs)
+    for prev, cur in zip(chunks, chunks[1:]):
+        if cur.overlap_prev:
+            assert cur.text[: cur.overlap_prev] == prev.text[-prev.overlap_next :]
+            assert cur.text[cur.overlap_prev :].startswith(PARAGRAPH_SEPARATOR)
+
+
+def rebuilt_ends_paragraph(rebuilt: str, section: Section) -> bool:
+    """Whether the text rebuilt so far ends exactly at the end of one of the section's paragraphs."""
+    joined = PARAGRAPH_SEPARATOR.join(p.text for p in section.paragraphs)
+    ends = set()
+    at = 0
+    for p in section.paragraphs:
+        at += len(p.text)
+        ends.add(at)
+        at += len(PARAGRAPH_SEPARATOR)
+    return len(rebuilt) in ends and joined.startswith(rebuilt)

@@ -119,6 +119,44 @@ def test_a_pdf_bomb_is_refused_by_the_loader_without_inflating_it(tmp_path):
         load(bomb, "bomb.pdf", Limits(max_inflated_bytes=1_000_000))
 
 
+def test_a_pdf_of_many_streams_each_under_the_limit_is_refused_by_its_total(tmp_path):
+    # Every page's stream stays under the per-stream limit; together they pass the file's.
+    pdf = hostile.pdf_pages_bomb(tmp_path / "pages-bomb.pdf", 6, 2_000_000)
+    limits = Limits(max_inflated_bytes=3_000_000, max_inflated_file_bytes=5_000_000)
+    with pytest.raises(IngestError) as refused:
+        load(pdf, "pages-bomb.pdf", limits)
+    assert str(refused.value) == ("pages-bomb.pdf: PDF streams inflate to 6,000,000 bytes by page 3, over the "
+                                  "limit of 5,000,000 (raise it with CITEBOT_INGEST_MAX_INFLATED_FILE_BYTES)")
+    # Within a larger budget the same file is read, every page of it.
+    doc = load(pdf, "pages-bomb.pdf", Limits(max_inflated_bytes=3_000_000, max_inflated_file_bytes=13_000_000))
+    assert sum(len(s.paragraphs) for s in doc.sections) == 6
+
+
+def test_the_file_budget_counts_form_xobjects_once_and_skips_images(tmp_path):
+    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+
+    from ingest.pdf_budget import charge_pages
+
+    pdf = hostile.many_pages_pdf(tmp_path / "forms.pdf", 3)
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(pdf))
+    form = DecodedStreamObject()
+    form.set_data(b"BT /F1 12 Tf 72 700 Td (In a form.) Tj ET" + b" " * 100_000)
+    form.update({NameObject("/Type"): NameObject("/XObject"), NameObject("/Subtype"): NameObject("/Form")})
+    image = DecodedStreamObject()
+    image.set_data(b"\xff" * 500_000)
+    image.update({NameObject("/Type"): NameObject("/XObject"), NameObject("/Subtype"): NameObject("/Image")})
+    shared = DictionaryObject({NameObject("/Fm1"): writer._add_object(form),
+                               NameObject("/Im1"): writer._add_object(image)})
+    for page in writer.pages:
+        page[NameObject("/Resources")][NameObject("/XObject")] = shared
+    writer.write(tmp_path / "forms2.pdf")
+    pages = PdfReader(tmp_path / "forms2.pdf").pages
+    total = charge_pages(pages, "forms2.pdf", DEFAULT_LIMITS)
+    assert 100_000 < total < 101_000 + 3 * 200  # the form once, three short pages, no image
+
+
 def test_ingest_json_lists_skipped_files_and_library_warnings(tmp_path, monkeypatch, test_embedder):
     docs = _folder(tmp_path)
     # A PDF pypdf reads with a warning (a wrong startxref offset it recovers from).

@@ -12,6 +12,12 @@ direction marks) between its `<`, `/` and letters, in any case, in full-width le
 and with a look-alike of `<` (full-width, small); the look-alike becomes `&lt;` too, which the checks' normaliser
 folds back (bot/answer/checks.py). A refusal line written in a passage, echoed by the
 model as its reply, is the document's text, not the model's judgement (`echoed_refusal`).
+
+Nothing sent is unbounded: a passage's text is cut at PROMPT_PASSAGE_CHARS, a question at
+PROMPT_QUESTION_CHARS (each at a blank, marked by " …"), and a user message never exceeds
+PROMPT_USER_CHARS: the question always goes in, then passages in rank order (the last one
+that fits cut to the room left, later ones left out), then our definitions and alias claims
+while they fit.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 
 from bot.answer.passages import Passage
 from bot.memory.state import PriorTurn
+from ingest.chunker import MAX_CHUNK_CHARS
 from search.glossary import Expansion, GlossaryEntry
 
 # The model's decline: the whole reply is this token, a colon and one sentence of reason.
@@ -54,6 +61,18 @@ _REFUSAL_RE = re.compile(r"^\W*" + REFUSAL_TOKEN + r"\W*[:\-–—]?\s*(.*)", re
 # to resolve "it" or "that one", and keeps the condense call small.
 CONDENSE_ANSWER_CHARS = 600
 CONDENSE_TURNS = 3
+# One passage: a chunk's hard size, so only chunks stored before that cap (a 4.9 M-character
+# paragraph was one chunk, and went to the model whole) are ever cut.
+PROMPT_PASSAGE_CHARS = MAX_CHUNK_CHARS
+# A question: real ones run to a few hundred characters; a Slack message may hold 40,000.
+PROMPT_QUESTION_CHARS = 4_000
+# The whole user message: 10 passages (the count and its widening) of the band's largest
+# chunks (750 tokens, about 3,400 characters) come to 34,000; this leaves room for a few
+# oversized ones and keeps a prompt near 25,000 tokens.
+PROMPT_USER_CHARS = 100_000
+# Below this much room a cut passage is not worth giving: it is left out instead.
+_PASSAGE_MIN_ROOM_CHARS = 500
+_CUT_MARK = " …"
 
 ANSWER_SYSTEM = f"""\
 You answer questions from staff using only the passages of their organisation's document \
@@ -150,33 +169,70 @@ def passage_tag(number: int, source: str, heading: str, text: str, superseded: b
             f"{status}>{neutralise(text)}</passage>")
 
 
+def cut_to(text: str, limit: int) -> str:
+    """The text, or its start cut at a blank near `limit` characters and marked " …"
+    (the result is at most `limit`); the start is verbatim, so quoting it still checks."""
+    if len(text) <= limit:
+        return text
+    room = max(0, limit - len(_CUT_MARK))
+    cut = max(text.rfind(" ", room // 2, room + 1), text.rfind("\n", room // 2, room + 1))
+    return text[: cut if cut > 0 else room].rstrip() + _CUT_MARK
+
+
+class _Budget:
+    """The parts of a user message, added while the whole stays within PROMPT_USER_CHARS."""
+
+    def __init__(self, limit: int = PROMPT_USER_CHARS) -> None:
+        self.left = limit
+
+    def take(self, part: str) -> bool:
+        if len(part) + 1 > self.left:  # +1: the newline that joins it
+            return False
+        self.left -= len(part) + 1
+        return True
+
+
 def answer_prompt(
     question: str,
     passages: Sequence[Passage],
     definitions: Sequence[GlossaryEntry],
     aliases: Sequence[Expansion],
 ) -> Prompt:
-    """The answer prompt: passages first, then our glossary, the question last."""
-    parts = ["<passages>"]
-    parts += [passage_tag(p.number, p.chunk.source, p.heading, p.text, p.chunk.superseded)
-              for p in passages]
-    parts.append("</passages>")
-    if definitions:
-        parts.append("<our_definitions>")
-        parts += [
-            f'<our_definition term="{attribute(d.term)}" alias="{attribute(d.alias)}">'
-            f"{neutralise(d.definition or '')}</our_definition>"
-            for d in definitions
-        ]
-        parts.append("</our_definitions>")
-    if aliases:
-        parts.append("<our_alias_claims>")
-        parts += [
-            f'<our_alias_claim name="{attribute(a.found)}" means="{attribute(a.expands_to)}"/>'
-            for a in aliases
-        ]
-        parts.append("</our_alias_claims>")
-    parts.append(f"<question>{neutralise(question)}</question>")
+    """The answer prompt: passages first, then our glossary, the question last (each
+    within its cap, the whole within PROMPT_USER_CHARS; see the module docstring)."""
+    budget = _Budget()
+    question_part = f"<question>{neutralise(cut_to(question, PROMPT_QUESTION_CHARS))}</question>"
+    budget.take(question_part)
+    frame = ["<passages>", "</passages>", "<our_definitions>", "</our_definitions>",
+             "<our_alias_claims>", "</our_alias_claims>"]
+    for part in frame:
+        budget.take(part)
+    given: list[str] = []
+    for p in passages:
+        text = cut_to(p.text, PROMPT_PASSAGE_CHARS)
+        tag = passage_tag(p.number, p.chunk.source, p.heading, text, p.chunk.superseded)
+        if not budget.take(tag):
+            overhead = len(tag) - len(neutralise(text))
+            room = budget.left - 1 - overhead - 3 * text.count("<")  # escaping may grow it
+            if room < _PASSAGE_MIN_ROOM_CHARS:
+                continue
+            tag = passage_tag(p.number, p.chunk.source, p.heading, cut_to(text, room), p.chunk.superseded)
+            if not budget.take(tag):
+                continue
+        given.append(tag)
+    parts = ["<passages>", *given, "</passages>"]
+    defined = [f'<our_definition term="{attribute(d.term)}" alias="{attribute(d.alias)}">'
+               f"{neutralise(cut_to(d.definition or '', PROMPT_PASSAGE_CHARS))}</our_definition>"
+               for d in definitions]
+    defined = [d for d in defined if budget.take(d)]
+    if defined:
+        parts += ["<our_definitions>", *defined, "</our_definitions>"]
+    claims = [f'<our_alias_claim name="{attribute(a.found)}" means="{attribute(a.expands_to)}"/>'
+              for a in aliases]
+    claims = [c for c in claims if budget.take(c)]
+    if claims:
+        parts += ["<our_alias_claims>", *claims, "</our_alias_claims>"]
+    parts.append(question_part)
     return Prompt(ANSWER_SYSTEM, "\n".join(parts))
 
 
@@ -185,16 +241,20 @@ def condense_prompt(question: str, history: Sequence[PriorTurn]) -> Prompt:
     parts = []
     for turn in list(history)[-CONDENSE_TURNS:]:
         answer = turn.answer[:CONDENSE_ANSWER_CHARS] + ("…" if len(turn.answer) > CONDENSE_ANSWER_CHARS else "")
-        parts.append(f"<earlier_turn><question>{neutralise(turn.condensed)}</question>"
-                     f"<answer>{neutralise(answer)}</answer></earlier_turn>")
-    parts.append(f"<follow_up>{neutralise(question)}</follow_up>")
+        parts.append(f"<earlier_turn><question>{neutralise(cut_to(turn.condensed, PROMPT_QUESTION_CHARS))}"
+                     f"</question><answer>{neutralise(answer)}</answer></earlier_turn>")
+    parts.append(f"<follow_up>{neutralise(cut_to(question, PROMPT_QUESTION_CHARS))}</follow_up>")
     return Prompt(CONDENSE_SYSTEM, "\n".join(parts))
 
 
 def judge_prompt(sentence: str, passages: Sequence[tuple[int, str]]) -> Prompt:
-    """The claim judge's prompt: the cited passages and the one sentence."""
-    parts = [f'<passage id="{n}">{neutralise(text)}</passage>' for n, text in passages]
-    parts.append(f"<sentence>{neutralise(sentence)}</sentence>")
+    """The claim judge's prompt: the cited passages and the one sentence (within the caps)."""
+    budget = _Budget()
+    last = f"<sentence>{neutralise(cut_to(sentence, PROMPT_QUESTION_CHARS))}</sentence>"
+    budget.take(last)
+    parts = [f'<passage id="{n}">{neutralise(cut_to(text, PROMPT_PASSAGE_CHARS))}</passage>' for n, text in passages]
+    parts = [part for part in parts if budget.take(part)]
+    parts.append(last)
     return Prompt(JUDGE_SYSTEM, "\n".join(parts))
 
 

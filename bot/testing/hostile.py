@@ -7,6 +7,7 @@ gigabytes costs the generator only a few MB of memory:
 - `many_pages_pdf`: a valid PDF (written with pypdf) of N pages, one line of text each;
 - `deep_html`: elements nested N deep around one paragraph;
 - `pdf_bomb`: a one-page PDF whose content stream (FlateDecode) inflates to N bytes;
+- `pdf_pages_bomb`: a PDF of N pages, each content stream inflating to M bytes;
 - `invalid_utf8`: a text file with a byte that is not UTF-8 in its middle;
 - `good_markdown`: an ordinary page, to show the other files are still ingested.
 """
@@ -105,6 +106,42 @@ def pdf_bomb(path: Path, inflated_bytes: int) -> Path:
         b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
+    out = bytearray(b"%PDF-1.7\n")
+    offsets = []
+    for n, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    path.write_bytes(bytes(out))
+    return path
+
+
+def pdf_pages_bomb(path: Path, pages: int, inflated_per_page: int) -> Path:
+    """A PDF of `pages` pages, each a FlateDecode content stream inflating to
+    `inflated_per_page` bytes (one line of text, then spaces): every stream can stay under
+    the per-stream limit while the file as a whole inflates to pages x that."""
+    compressor = zlib.compressobj(9)
+    chunk = b" " * (1 << 20)
+    parts = [compressor.compress(b"BT /F1 12 Tf 72 720 Td (Boom) Tj ET\n")]
+    left = inflated_per_page - len(b"BT /F1 12 Tf 72 720 Td (Boom) Tj ET\n")
+    while left > 0:
+        parts.append(compressor.compress(chunk[: min(left, len(chunk))]))
+        left -= len(chunk)
+    parts.append(compressor.flush())
+    stream = b"".join(parts)  # the same bytes in one stream object per page
+    kids = b" ".join(b"%d 0 R" % (4 + 2 * n) for n in range(pages))
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    for n in range(pages):
+        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+                       b"/Resources << /Font << /F1 3 0 R >> >> >>" % (5 + 2 * n))
+        objects.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream")
     out = bytearray(b"%PDF-1.7\n")
     offsets = []
     for n, body in enumerate(objects, start=1):

@@ -1,0 +1,122 @@
+"""The patterns that read document and question text run in linear time, and mean what the
+backtracking regexes they replace meant (each old pattern is kept here as the oracle)."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pytest
+
+from ingest.loaders import _is_dot_leader, _is_page_number, front_matter_url, load_html, load_markdown
+from search.text import _WORD, _starts_sentence, joined_terms, name_like
+from tests.fuzz_support import within_budget
+
+OLD_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
+OLD_URL_KEY = re.compile(r"^url[ \t]*:[ \t]*(.*?)[ \t]*$")
+OLD_DOT_LEADER = re.compile(r"\.{6,}\s*\S+$")
+OLD_SENTENCE_START = re.compile(r"(^|[.!?:;]\s+|\n)\W*$")
+OLD_JOINED = re.compile(r"[^\W_]+(?:(?:[._/-]|::)+[^\W_]+)+")
+
+
+def test_a_100_kb_heading_line_loads_in_linear_time():
+    line = "# " + " #" * 50_000 + " closing words"
+    doc = within_budget(lambda: load_markdown(line + "\n\nThe text under it.\n", "a.md"))
+    assert doc.sections[0].heading_path[0].endswith("# closing words")
+
+
+def test_a_front_matter_url_with_long_blank_runs_is_read_in_linear_time():
+    text = "---\nurl: https://x.test/a" + " " * 30_000 + "b  # a comment" + "\t" * 30_000 + "\n---\n# T\n\nx\n"
+    doc = within_budget(lambda: load_markdown(text, "a.md"))
+    assert doc.url == "https://x.test/a" + " " * 30_000 + "b"
+
+
+def test_a_pdf_line_of_dots_is_judged_in_linear_time():
+    assert within_budget(lambda: _is_dot_leader("." * 50_000 + " x y")) is False
+    assert within_budget(lambda: _is_dot_leader("Introduction " + "." * 50_000 + " 5")) is True
+
+
+def test_a_page_label_starting_with_a_dash_is_judged_in_linear_time():
+    assert within_budget(lambda: _is_page_number("-" * 50_000 + "x", "-")) is False
+    assert within_budget(lambda: _is_page_number("— " * 25_000 + "-iv -", "-iv")) is True
+
+
+def test_question_patterns_are_linear_in_a_long_question():
+    assert within_budget(lambda: joined_terms("a" * 50_000 + " b")) == []
+    names = within_budget(lambda: name_like(" ".join(["Word"] * 20_000) + "," * 20_000 + " Other"))
+    assert names == {"word", "other"}
+
+
+@pytest.mark.parametrize("unclosed", ["<a ", "<a\n", "<a b='", "<!--", "</", "<?"])
+def test_html_ending_in_a_construct_that_never_closes_loads_in_linear_time(unclosed):
+    page = "<p>The rover docks at the bay.</p>Then" + unclosed * (40_000 // len(unclosed))
+    doc = within_budget(lambda: load_html(page, "a.html"))
+    # As a browser reads it: the unclosed tag or comment runs to the end, and is no text.
+    assert [p.text for s in doc.sections for p in s.paragraphs] == ["The rover docks at the bay.", "Then"]
+
+
+_md_line = st.text(alphabet=" \t#ab\u2028", max_size=14)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_md_line)
+def test_atx_headings_read_as_the_old_pattern_read_them(line):
+    m = OLD_ATX.match(line)
+    if m:
+        title = " ".join(m.group(2).split())
+        expected = [((title,) if title else (), ["body"])]
+    else:
+        expected = [((), [line, "body"] if line.strip() else ["body"])]
+    doc = load_markdown(line + "\n\nbody\n", "a.md")
+    assert [(s.heading_path, [p.text for p in s.paragraphs]) for s in doc.sections] == expected
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=" \t#:urlab'\"", max_size=16))
+def test_front_matter_urls_read_as_the_old_patterns_read_them(line):
+    def old(lines: list[str]) -> str | None:
+        for one in lines:
+            m = OLD_URL_KEY.match(one)
+            if not m:
+                continue
+            value = m.group(1)
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                return value[1:-1]
+            return re.sub(r"[ \t]+#.*$", "", value)
+        return None
+
+    assert front_matter_url([line]) == old([line])
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.text(alphabet=". a5\t\u00a0", max_size=18))
+def test_dot_leaders_are_the_lines_the_old_pattern_found(line):
+    assert _is_dot_leader(line) == bool(OLD_DOT_LEADER.search(line))
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.text(alphabet="-–— 5a", max_size=12), st.text(alphabet="-– 5a", max_size=3))
+def test_page_numbers_are_the_lines_the_old_pattern_found(line, label):
+    old = re.fullmatch(r"[-–—\s]*" + re.escape(label) + r"[-–—\s]*", line)
+    assert _is_page_number(line, label) == bool(old)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.text(alphabet="aB1_.:;!? \n/-é", max_size=18))
+def test_question_patterns_find_what_the_old_ones_found(text):
+    for m in _WORD.finditer(text):
+        assert _starts_sentence(text, m.start()) == bool(OLD_SENTENCE_START.search(text[: m.start()]))
+    assert joined_terms(text) == [t for t in _old_joined(text)]
+
+
+def _old_joined(text: str) -> list[tuple[str, ...]]:
+    from search.text import STOPWORDS, words
+
+    out: dict[tuple[str, ...], None] = {}
+    for m in OLD_JOINED.finditer(text):
+        toks = tuple(words(m.group(0)))
+        if len(toks) >= 2 and any(len(t) >= 2 and t not in STOPWORDS for t in toks):
+            out.setdefault(toks, None)
+    return list(out)
