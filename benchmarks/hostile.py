@@ -27,7 +27,11 @@ person's [users] table must not answer in a DM with other people; exit 1 when on
     .venv/bin/python benchmarks/hostile.py --quick    # CI: the bomb inflates to 200 MB, no CLI run
     .venv/bin/python benchmarks/hostile.py --slack-only  # the hostile Slack event alone
 
-Then, in both modes, a hostile Slack event (the section at the end of this file): a
+Then, in both modes, hostile settings and request bodies (`settings_and_requests_section`):
+URL settings holding a password (a missing colon, a word for a port, another scheme) and a
+scopes and a glossary file that are not UTF-8, each through the real command line, must
+give one `bad setting: VAR:` line, exit 2, no traceback and no secret; correctly signed
+bodies of shapes Slack never sends must get a 4xx from the real HTTP server. And a hostile Slack event (the section at the end of this file): a
 40,000-character mention of "*a " repeated, with three retries, and a normal mention from
 someone else sent meanwhile, against the real bot on its HTTP server (the Web API
 stand-in, the test embedder). Exits 1 when the normal one is not acked within Slack's
@@ -46,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -105,6 +110,7 @@ def main() -> None:
     if args.slack_only:
         sys.exit(slack_section(args.json))
     status = run(args)
+    status = max(status, settings_and_requests_section(args.json))
     sys.exit(max(status, slack_section(args.json)))
 
 
@@ -452,6 +458,109 @@ def _format_promises(rows: list[dict]) -> list[str]:
         if r["file"].startswith("4.9 M-character") and r["max_chunk_chars"] > MAX_CHUNK_CHARS:
             broken.append(f"{r['file']}: a chunk of {r['max_chunk_chars']:,} characters (cap {MAX_CHUNK_CHARS:,})")
     return broken
+
+
+# -- hostile settings and request bodies ------------------------------------------------------
+# A secret every hostile setting below holds: no message may show it.
+SETTINGS_SECRET = "Zq7xS3cretPW"
+
+
+def _settings_cases(folder: Path) -> dict[str, tuple[dict[str, str], list[str]]]:
+    """Settings an unlucky operator writes, each with a command that reads it: a URL missing
+    its colon or with a word for a port (each with a password in it), a scopes and a
+    glossary file that are not UTF-8, a Redis URL of another scheme."""
+    (folder / "scopes.toml").write_bytes(b'[default]\nsources = ["caf\xe9/**"]\n')
+    (folder / "glossary.csv").write_bytes(b"term,alias\nPTO,cong\xe9\n")
+    pw = SETTINGS_SECRET
+    chunks, search = ["chunks"], ["search", "--channel", "C0123ENG", "anything"]
+    return {
+        "REDIS_URL without its colon": ({"REDIS_URL": f"redis//:{pw}@127.0.0.1:6390/0"}, chunks),
+        "CITEBOT_ES_URL with a word for a port": (
+            {"CITEBOT_ES_URL": f"http://elastic:{pw}@127.0.0.1:notaport"}, chunks),
+        "scopes file not UTF-8": ({"CITEBOT_SCOPES": str(folder / "scopes.toml"), "CITEBOT_ES_PASSWORD": pw}, search),
+        "glossary file not UTF-8": ({"CITEBOT_GLOSSARY": str(folder / "glossary.csv"), "SLACK_BOT_TOKEN": pw},
+                                    search),
+        "REDIS_URL of another scheme": ({"REDIS_URL": f"http://:{pw}@127.0.0.1:6390/0"}, ["turns", "show", "x"]),
+    }
+
+
+def settings_and_requests_section(as_json: bool = False) -> int:
+    """Bad settings through the real command line (one `bad setting: VAR:` line, exit 2, no
+    traceback, no secret), and correctly signed bodies of shapes Slack never sends at the
+    real HTTP server (each a 4xx)."""
+    import logging
+
+    from structlog.testing import capture_logs
+
+    from bot.settings import load_settings
+    from bot.slack.server import SlackHttpServer
+    from bot.testing.bench import ingest_handbook
+    from bot.testing.embedder import HashingEmbedder
+    from bot.testing.slack_standin import BOT_TOKEN, SIGNING_SECRET, SlackSender, SlackStandIn
+    from bot.wiring import Components, build_bot
+
+    rows: list[dict] = []
+    tmp = Path(tempfile.mkdtemp(prefix="citebot-hostile-settings-"))
+    try:
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("CITEBOT_", "SLACK_", "REDIS_"))}
+        for name, (env, argv) in _settings_cases(tmp).items():
+            proc = subprocess.run([sys.executable, "-m", "bot.cli", *argv], cwd=tmp, capture_output=True,
+                                  text=True, timeout=120, check=False,
+                                  env={**base, "PYTHONPATH": str(REPO), "CITEBOT_STORE": str(tmp / "store"), **env})
+            out = proc.stdout + proc.stderr
+            failed = [why for why, bad in (
+                (f"exit {proc.returncode}, not 2", proc.returncode != 2),
+                ("no 'bad setting:' line", "bad setting:" not in out),
+                ("a traceback", "Traceback" in out),
+                ("the secret is shown", SETTINGS_SECRET in out)) if bad]
+            rows.append({"case": f"setting: {name}", "failed": "; ".join(failed) or None,
+                         "said": out.strip().splitlines()[-1][:160] if out.strip() else ""})
+
+        logging.disable(logging.WARNING)  # Bolt's own logger; the figures are what is printed
+        standin = SlackStandIn().start()
+        try:
+            embedder = HashingEmbedder()
+            ingest_handbook(tmp / "bot-store", embedder)
+            settings = load_settings(slack_bot_token=BOT_TOKEN, slack_signing_secret=SIGNING_SECRET,
+                                     slack_api_url=standin.api_url, store=tmp / "bot-store")
+            components = Components(settings)
+            components.embedder = embedder
+            bot = build_bot(components)
+            server = SlackHttpServer(bot.app, signing_secret=SIGNING_SECRET, host="127.0.0.1", port=0).start()
+            sender = SlackSender(server.url)
+            callback = {"type": "event_callback", "event_id": "Ev1"}
+            form = "application/x-www-form-urlencoded"
+            bodies = {
+                '"event": "x"': (json.dumps({**callback, "event": "x"}), "application/json"),
+                '"event": null': (json.dumps({**callback, "event": None}), "application/json"),
+                '"actions": null': (urllib.parse.urlencode(
+                    {"payload": json.dumps({"type": "block_actions", "actions": None})}), form),
+                "payload not an object": (urllib.parse.urlencode({"payload": "[1, 2]"}), form),
+                '"text": 5 in an event': (json.dumps({**callback, "event": {
+                    "type": "app_mention", "user": "U1", "text": 5, "ts": "1.1", "channel": "C1"}}),
+                    "application/json"),
+            }
+            with capture_logs():
+                for name, (body, content_type) in bodies.items():
+                    status = sender.post(body, content_type).status
+                    rows.append({"case": f"signed body: {name}", "said": f"HTTP {status}",
+                                 "failed": None if 400 <= status < 500 else f"HTTP {status}, not a 4xx"})
+                bot.drain(30)
+            server.shutdown()
+            bot.close(10)
+        finally:
+            standin.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    broken = [f"{r['case']}: {r['failed']}" for r in rows if r["failed"]]
+    if as_json:
+        print(json.dumps({"settings_and_requests": rows, "broken": broken}))
+    else:
+        for r in rows:
+            print(f"{r['case']:48} {'BROKEN' if r['failed'] else 'held'}  {r['said']}")
+        for b in broken:
+            print(f"BROKEN: {b}")
+    return 1 if broken else 0
 
 
 if __name__ == "__main__":
