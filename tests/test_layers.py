@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import grimp
+
 from tests.conftest import REPO
 
 LINT_IMPORTS = "from importlinter.cli import lint_imports_command; lint_imports_command()"
@@ -19,6 +21,17 @@ def test_imports_flow_one_way():
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"Contracts: (\d+) kept, 0 broken", result.stdout)
     assert int(re.search(r"Contracts: (\d+) kept", result.stdout).group(1)) >= 3
+
+
+def test_no_module_imports_itself_through_others():
+    """No import circle between modules of bot, ingest and search (imports made only for type
+    checking included): a circle means a module cannot be read, tested or replaced on its own."""
+    graph = grimp.build_graph("bot", "ingest", "search")
+    circles = sorted(f"{importer} -> {imported} -> … -> {importer}"
+                     for importer in graph.modules
+                     for imported in graph.find_modules_directly_imported_by(importer)
+                     if graph.chain_exists(importer=imported, imported=importer))
+    assert circles == []
 
 
 def test_nothing_a_user_reads_points_outside_the_repository():

@@ -21,25 +21,22 @@ error message carrying its turn id, also when search, Redis or the model is down
 
 from __future__ import annotations
 
-import contextvars
 import re
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 import structlog
 from slack_bolt import Ack, App, BoltRequest, Respond
 from slack_sdk import WebClient
 
-from bot.answer.record import TurnRecord, new_turn_id
-from bot.answer.turn import Answerer, failed_turn
+from bot.answer.record import new_turn_id
+from bot.answer.turn import Answerer
 from bot.memory.state import ConversationState
 from bot.memory.turnlog import TurnLog
 from bot.metrics import RATE_LIMITED
 from bot.slack.actions import TurnActions
-from bot.slack.client import bolt_logger, retry_budget
+from bot.slack.client import bolt_logger
 from bot.slack.dedupe import Deduper, claim_question
 from bot.slack.delivery import Delivery, failure_notice
 from bot.slack.home import HomeTab
@@ -57,9 +54,9 @@ from bot.slack.inbound import (
     parse_command,
 )
 from bot.slack.pool import LISTENER_WORKERS, TURN_WORKERS, WorkPool
-from bot.slack.ratelimit import RateDecision, RateLimiter
+from bot.slack.ratelimit import RateLimiter
 from bot.slack.recall import ThreadRecall
-from bot.slack.recent import RecentTurns, last_turn, remember_turn
+from bot.slack.recent import RecentTurns, last_turn
 from bot.slack.render import (
     ACTION_FEEDBACK,
     ACTION_FEEDBACK_DOWN,
@@ -67,7 +64,6 @@ from bot.slack.render import (
     ACTION_SHARE,
     ACTION_WHY,
     FEEDBACK_VALUES,
-    SlackMessage,
     escape,
     render_help,
     render_notice,
@@ -76,7 +72,8 @@ from bot.slack.render import (
 from bot.slack.scopes import Admission, ChannelPolicy, Scopes, not_here
 from bot.slack.shortcut import SHORTCUT_CALLBACK_ID, MessageShortcut
 from bot.slack.stream import AnswerStream, Streaming
-from search.errors import CitebotError, ConfigError
+from bot.slack.turns import TurnRunner
+from search.errors import ConfigError
 
 log = structlog.get_logger("citebot.slack")
 
@@ -139,6 +136,9 @@ class SlackBot:
         self.actions = TurnActions(self.delivery, turnlog, config.slash_command, self.policy)
         self.pool = WorkPool(config.listener_workers, "citebot-listener")
         self.turns = WorkPool(config.turn_workers, "citebot-turn")
+        self.runner = TurnRunner(answerer=answerer, turnlog=turnlog, limiter=limiter, recent=recent,
+                                 policy=self.policy, pool=self.turns,
+                                 rate_limit_per_minute=config.rate_limit_per_minute)
         self.app = App(
             client=client,
             signing_secret=config.signing_secret or "",
@@ -160,7 +160,9 @@ class SlackBot:
         app.action(ACTION_FEEDBACK)(ack=_ack, lazy=[self._on_native_feedback])
         app.action(ACTION_SHARE)(ack=_ack, lazy=[self._on_share])
         app.action(ACTION_WHY)(ack=_ack, lazy=[self._on_why])
-        self.home, self.shortcut = HomeTab(self), MessageShortcut(self)
+        self.home = HomeTab(self.runner, self.client, self.scopes, self.command)
+        self.shortcut = MessageShortcut(self.runner, self.delivery, self.identity, self.admission,
+                                        self.command)
         app.event("app_home_opened")(ack=_ack, lazy=[self.home.on_opened])
         app.shortcut(SHORTCUT_CALLBACK_ID)(ack=_ack, lazy=[self.shortcut.on_shortcut])
 
@@ -185,25 +187,10 @@ class SlackBot:
         except Exception as exc:  # noqa: BLE001 - turns will report it, with their turn ids
             log.warning("warm_up_failed", error=str(exc))
 
-    @contextmanager
-    def _job(self, **binds: Any) -> Iterator[None]:
-        """Fresh log context per piece of work; nothing escapes unlogged. The work, and the
-        turn it hands on (which runs in a copy of this context), share one allowance for
-        waiting on Slack's rate limits and server errors (bot.slack.client.retry_budget)."""
-        structlog.contextvars.clear_contextvars()
-        structlog.contextvars.bind_contextvars(**{k: v for k, v in binds.items() if v is not None})
-        try:
-            with retry_budget():
-                yield
-        except Exception:  # the edge: a worker thread must never die silently
-            log.exception("slack_handler_failed")
-        finally:
-            structlog.contextvars.clear_contextvars()
-
     # -- events ------------------------------------------------------------------------------
     def _on_mention(self, body: dict, event: dict, request: BoltRequest) -> None:
         channel = event.get("channel", "")
-        with self._job(channel=channel, event_id=body.get("event_id")):
+        with self.runner.job(channel=channel, event_id=body.get("event_id")):
             if channel.startswith("D") or self.identity.from_a_bot(event):
                 return  # DMs arrive as message.im; bots never trigger a turn
             q = mention_question(event, body.get("event_id"), _retry_num(request))
@@ -211,7 +198,7 @@ class SlackBot:
 
     def _on_message(self, body: dict, event: dict, request: BoltRequest) -> None:
         channel = event.get("channel", "")
-        with self._job(channel=channel, event_id=body.get("event_id")):
+        with self.runner.job(channel=channel, event_id=body.get("event_id")):
             if event.get("subtype") or self.identity.from_a_bot(event) or not event.get("user"):
                 return  # edits, joins, bots, ourselves
             question = message_question(event, body.get("event_id"), _retry_num(request),
@@ -221,22 +208,6 @@ class SlackBot:
             if question.surface == SURFACE_THREAD and not self.recall.recall(question):
                 return  # not a thread citebot has answered in
             self._answer(replace(question, shared=bool(body.get("is_ext_shared_channel"))))
-
-    def _rate(self, user: str | None) -> RateDecision:
-        per_minute = self.config.rate_limit_per_minute
-        if not user:
-            return RateDecision(True, per_minute)
-        try:
-            return self.limiter.check(user)
-        except CitebotError as exc:
-            log.warning("rate_limit_unavailable", error=str(exc))
-            return RateDecision(True, per_minute)
-
-    @staticmethod
-    def _rate_notice(decision: RateDecision, turn_id: str) -> SlackMessage:
-        return render_notice(
-            f"⏳ That's more than {decision.limit_per_minute} questions a minute — I read each one "
-            f"carefully, so please ask again in about {decision.retry_after_s} s.", turn_id)
 
     # -- one question ------------------------------------------------------------------------
     def _answer(self, q: Question) -> None:
@@ -258,11 +229,11 @@ class SlackBot:
                 log.info("slack_not_answered_here", reason=refusal, reply=policy.reply)
                 self.delivery.post_ephemeral(q, render_notice(refusal, turn_id))
                 return
-            decision = self._rate(q.user)
+            decision = self.runner.rate(q.user)
             if not decision.allowed:
                 RATE_LIMITED.inc()
                 log.info("slack_rate_limited", retry_after_s=decision.retry_after_s)
-                self.delivery.post_ephemeral(q, self._rate_notice(decision, turn_id))
+                self.delivery.post_ephemeral(q, self.runner.rate_notice(decision, turn_id))
                 return
             if q.cut_from is not None:  # only its start was read: the asker alone is told
                 self.delivery.post_ephemeral(q, render_notice(cut_notice(q.cut_from), turn_id))
@@ -270,12 +241,10 @@ class SlackBot:
                 # Only the asker sees it; the thread's state is theirs alone.
                 q = replace(q, surface=SURFACE_EPHEMERAL,
                             thread_key=f"{q.thread_key}:{q.user}" if q.thread_key else None)
-                self.turns.submit(contextvars.copy_context().run, self._finish_ephemeral, q,
-                                  turn_id, policy)
+                self.runner.hand_on(self._finish_ephemeral, q, turn_id, policy)
                 return
             stream, progress_ts = self.streaming.begin(q, turn_id)  # a status, or the placeholder
-            self.turns.submit(contextvars.copy_context().run, self._finish, q, turn_id, progress_ts,
-                              policy, stream)
+            self.runner.hand_on(self._finish, q, turn_id, progress_ts, policy, stream)
         except Exception as exc:  # noqa: BLE001 - the edge: said in Slack, logged with its trace
             self.delivery.failure(q, turn_id, exc, None)
 
@@ -285,38 +254,22 @@ class SlackBot:
         try:
             if q.in_thread and q.surface != SURFACE_THREAD:
                 self.recall.recall(q)  # a mention inside an older thread: bring its turns back
-            record = self._run_turn(q, turn_id, policy, stream)
+            record = self.runner.run(q, turn_id, policy, stream)
             structlog.contextvars.bind_contextvars(turn_id=turn_id)  # the turn unbinds its own
             stream.finish(record) if stream else self.delivery.turn(q, record, progress_ts)
-            self._remember(q.user, turn_id)
+            self.runner.remember(q.user, turn_id)
         except Exception as exc:  # noqa: BLE001 - the edge: said in Slack, logged with its trace
             self.delivery.failure(q, turn_id, exc, stream.ts if stream else progress_ts)
 
     def _finish_ephemeral(self, q: Question, turn_id: str, policy: ChannelPolicy) -> None:
         """A turn in an "ephemeral" channel: the answer, with Share, seen by the asker only."""
         try:
-            record = self._run_turn(q, turn_id, policy)
+            record = self.runner.run(q, turn_id, policy)
             structlog.contextvars.bind_contextvars(turn_id=turn_id)
             self.delivery.private_turn(q, record)
-            self._remember(q.user, turn_id)
+            self.runner.remember(q.user, turn_id)
         except Exception as exc:  # noqa: BLE001 - the edge: said to the asker, logged with its trace
             self.delivery.private_failure(q, turn_id, exc)
-
-    def _run_turn(self, q: Question, turn_id: str, policy: ChannelPolicy | None = None,
-                  stream: AnswerStream | None = None) -> TurnRecord:
-        """The turn; a failed one, recorded like any other, when the pipeline cannot be built."""
-        try:
-            answerer = self.answerer()
-        except Exception as exc:  # noqa: BLE001 - the one failure path records it
-            return failed_turn(self.turnlog, q.text, exc, turn_id=turn_id, user=q.user,
-                               channel=q.channel, thread=q.thread_key, surface=q.surface)
-        policy = policy or self.policy(q.channel, q.user, own_dm=q.surface == SURFACE_DM)
-        return answerer.ask(q.text, thread_key=q.thread_key, user=q.user, channel=q.channel,
-                            surface=q.surface, turn_id=turn_id, scope=policy.scope,
-                            release=stream.release if stream else None)
-
-    def _remember(self, user: str | None, turn_id: str) -> None:
-        remember_turn(self.recent, user, turn_id)
 
     # -- the slash command -------------------------------------------------------------------
     def _ack_command(self, ack: Ack, command: dict) -> None:
@@ -332,7 +285,7 @@ class SlackBot:
 
     def _on_command(self, command: dict, respond: Respond) -> None:
         user, channel = command.get("user_id"), command.get("channel_id", "")
-        with self._job(channel=channel, user=user, surface=SURFACE_COMMAND):
+        with self.runner.job(channel=channel, user=user, surface=SURFACE_COMMAND):
             parsed = parse_command(command.get("text", ""))
             if parsed.kind == "help":
                 return  # the ack carried the help
@@ -349,24 +302,23 @@ class SlackBot:
                 log.info("slack_not_answered_here", reason=refusal, reply=policy.reply)
                 self.delivery.respond(respond, render_notice(refusal, turn_id), q)
                 return
-            decision = self._rate(user)
+            decision = self.runner.rate(user)
             if not decision.allowed:
                 RATE_LIMITED.inc()
                 log.info("slack_rate_limited", retry_after_s=decision.retry_after_s)
-                self.delivery.respond(respond, self._rate_notice(decision, turn_id), q)
+                self.delivery.respond(respond, self.runner.rate_notice(decision, turn_id), q)
                 return
-            self.turns.submit(contextvars.copy_context().run, self._finish_command, q, turn_id, respond,
-                              policy)
+            self.runner.hand_on(self._finish_command, q, turn_id, respond, policy)
 
     def _finish_command(self, q: Question, turn_id: str, respond: Respond,
                         policy: ChannelPolicy | None = None) -> None:
         try:
-            record = self._run_turn(q, turn_id, policy)
+            record = self.runner.run(q, turn_id, policy)
             structlog.contextvars.bind_contextvars(turn_id=turn_id)
             for message in render_turn(record, ephemeral=True, show_question=True,
                                        url_template=self.delivery.url_template):
                 self.delivery.respond(respond, message, q)
-            self._remember(q.user, turn_id)
+            self.runner.remember(q.user, turn_id)
         except Exception as exc:
             log.error("slack_turn_failed", error=str(exc), exc_info=exc)
             self.delivery.respond(respond, failure_notice(exc, turn_id), q)
@@ -375,17 +327,17 @@ class SlackBot:
     def _on_feedback(self, body: dict, action: dict, respond: Respond) -> None:
         turn_id = str(action.get("value", ""))
         user = (body.get("user") or {}).get("id")
-        with self._job(turn_id=turn_id, user=user, channel=(body.get("channel") or {}).get("id")):
+        with self.runner.job(turn_id=turn_id, user=user, channel=(body.get("channel") or {}).get("id")):
             self.actions.feedback(turn_id, user, FEEDBACK_VALUES[action["action_id"]], respond)
 
     def _on_native_feedback(self, body: dict, action: dict, respond: Respond) -> None:
         user = (body.get("user") or {}).get("id")
-        with self._job(user=user, channel=(body.get("channel") or {}).get("id")):
+        with self.runner.job(user=user, channel=(body.get("channel") or {}).get("id")):
             self.actions.native_feedback(str(action.get("value", "")), user, respond)
 
     def _on_why(self, body: dict, action: dict, respond: Respond) -> None:
         user = (body.get("user") or {}).get("id")
-        with self._job(user=user, channel=(body.get("channel") or {}).get("id")):
+        with self.runner.job(user=user, channel=(body.get("channel") or {}).get("id")):
             self.actions.explain(str(action.get("value", "")), respond, user,
                                  (body.get("channel") or {}).get("id"))
 
@@ -393,7 +345,7 @@ class SlackBot:
         turn_id = str(action.get("value", ""))
         user = (body.get("user") or {}).get("id")
         channel = (body.get("channel") or {}).get("id")
-        with self._job(turn_id=turn_id, user=user, channel=channel):
+        with self.runner.job(turn_id=turn_id, user=user, channel=channel):
             self.actions.share(turn_id, user, channel, respond)
 
 

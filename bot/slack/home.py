@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 import structlog
+from slack_sdk import WebClient
 from slack_sdk.models.blocks import (
     Block,
     ContextBlock,
@@ -38,13 +38,11 @@ from bot.metrics import HOME_FAILURES
 from bot.slack.client import SLACK_ERRORS, slack_failed
 from bot.slack.inbound import SURFACE_COMMAND, SURFACE_SHORTCUT
 from bot.slack.render import SECTION_TEXT_MAX, SNIPPET_MAX, escape, failed_checks, truncate
-from bot.slack.scopes import ChannelPolicy
+from bot.slack.scopes import ChannelPolicy, Scopes
 from bot.slack.shortcut import SHORTCUT_NAME
+from bot.slack.turns import TurnRunner
 from search.scope import Scope, limiting
 from search.store import Store
-
-if TYPE_CHECKING:
-    from bot.slack.bot import SlackBot
 
 log = structlog.get_logger("citebot.slack")
 
@@ -109,10 +107,15 @@ def _common_folder(sources: list[str]) -> str:
 
 
 class HomeTab:
-    """Builds and publishes each person's Home tab from the bot's parts."""
+    """Builds and publishes each person's Home tab: the store, the turn log and the recent
+    turns are read through the bot's TurnRunner."""
 
-    def __init__(self, bot: SlackBot, clock: Callable[[], float] = time.monotonic) -> None:
-        self.bot = bot
+    def __init__(self, runner: TurnRunner, client: WebClient, scopes: Scopes, command: str,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.runner = runner
+        self.client = client
+        self.scopes = scopes
+        self.command = command
         self.clock = clock
         self._coverage: dict[tuple[str, ...], tuple[float, Coverage]] = {}
         self._lock = threading.Lock()
@@ -120,7 +123,7 @@ class HomeTab:
     # -- the listener --------------------------------------------------------------------
     def on_opened(self, body: dict, event: dict) -> None:
         user = event.get("user")
-        with self.bot._job(user=user, event_id=body.get("event_id"), surface="slack_home"):
+        with self.runner.job(user=user, event_id=body.get("event_id"), surface="slack_home"):
             if event.get("tab") != "home" or not user:
                 return  # the Messages tab, or a payload without a person
             self.publish(str(user), str(event.get("channel") or ""))
@@ -134,7 +137,7 @@ class HomeTab:
             log.exception("home_view_failed")
             return False
         try:
-            self.bot.client.views_publish(user_id=user, view=view.to_dict())
+            self.client.views_publish(user_id=user, view=view.to_dict())
         except SLACK_ERRORS as exc:
             HOME_FAILURES.labels("publish").inc()
             log.error("home_publish_failed", error=slack_failed(exc))
@@ -146,8 +149,8 @@ class HomeTab:
     def view(self, user: str, channel: str = "") -> View:
         # The app's DM with this person is a D… channel; its policy is their [users] table,
         # else the default (a table for that very channel wins, as for any DM).
-        policy = self.bot.scopes.for_channel(channel if channel.startswith("D") else "D", user,
-                                             own_dm=True)
+        policy = self.scopes.for_channel(channel if channel.startswith("D") else "D", user,
+                                         own_dm=True)
         blocks: list[Block] = [HeaderBlock(text="citebot")]
         blocks.append(_section(
             "I answer questions from the team's documents. Every claim cites the passage it "
@@ -206,14 +209,14 @@ class HomeTab:
             cached = self._coverage.get(scope.key)
         if cached and cached[0] > now:
             return cached[1]
-        store = self.bot.answerer().retriever.store
+        store = self.runner.answerer().retriever.store
         measured = measure_coverage(store, scope)
         with self._lock:
             self._coverage[scope.key] = (now + COVERAGE_TTL_S, measured)
         return measured
 
     def _how_to_ask(self) -> str:
-        c = escape(self.bot.command)
+        c = escape(self.command)
         return (
             "*How to ask*\n"
             "• *Mention me* in a channel I'm in — `@citebot how often does the release train "
@@ -229,7 +232,7 @@ class HomeTab:
     def _turns(self, user: str) -> list[Block]:
         head = "*Your latest questions*"
         try:
-            turn_ids = self.bot.recent.recent(user, HOME_TURNS)
+            turn_ids = self.runner.recent.recent(user, HOME_TURNS)
         except Exception as exc:  # noqa: BLE001 - said in the view, the cause in the log
             HOME_FAILURES.labels("turns").inc()
             log.error("home_turns_failed", error=str(exc))
@@ -254,13 +257,13 @@ class HomeTab:
         blocks: list[Block] = [_section(head)]
         blocks.extend(_section(line) for line in lines)
         blocks.append(ContextBlock(elements=[MarkdownTextObject(
-            text=f"Only you see this list. `{escape(self.bot.command)} why t-…` explains a turn; "
+            text=f"Only you see this list. `{escape(self.command)} why t-…` explains a turn; "
                  "`citebot turns show t-…` prints its whole record.")]))
         return blocks
 
     def _turn_line(self, turn_id: str, user: str) -> str | None:
         """One turn as a line; None for a turn the log no longer holds or another person's."""
-        raw = self.bot.turnlog.get_turn(turn_id)
+        raw = self.runner.turnlog.get_turn(turn_id)
         if raw is None:
             return None  # expired
         if not isinstance(raw, dict):
@@ -269,7 +272,7 @@ class HomeTab:
         if record.user != user:
             log.warning("home_turn_not_theirs", listed_turn=turn_id)
             return None
-        where = _where(record, self.bot.command)
+        where = _where(record, self.command)
         return (f"`{escape(str(record.turn_id))}` · {_when(record.created_at)} · {where}"
                 f" · {_outcome(record)}\n>{escape(truncate(str(record.question), SNIPPET_MAX))}")
 

@@ -14,9 +14,7 @@ answer into that thread, with the same ownership check as every Share.
 
 from __future__ import annotations
 
-import contextvars
 import re
-from typing import TYPE_CHECKING
 
 import structlog
 from slack_bolt import Respond
@@ -24,13 +22,11 @@ from slack_bolt import Respond
 from bot.answer.record import TurnRecord, new_turn_id
 from bot.metrics import RATE_LIMITED
 from bot.slack.client import SLACK_ERRORS, slack_failed
-from bot.slack.delivery import failure_notice
-from bot.slack.inbound import SURFACE_SHORTCUT, Question, clean_question
+from bot.slack.delivery import Delivery, failure_notice
+from bot.slack.inbound import SURFACE_SHORTCUT, Identity, Question, clean_question
 from bot.slack.render import SlackMessage, escape, render_notice, render_progress, render_turn
-from bot.slack.scopes import ChannelPolicy, not_here
-
-if TYPE_CHECKING:
-    from bot.slack.bot import SlackBot
+from bot.slack.scopes import Admission, ChannelPolicy, not_here
+from bot.slack.turns import TurnRunner
 
 log = structlog.get_logger("citebot.slack")
 
@@ -70,20 +66,25 @@ def message_text(message: dict) -> str:
 
 
 class MessageShortcut:
-    """The listener of SHORTCUT_CALLBACK_ID, on the bot's parts and pools."""
+    """The listener of SHORTCUT_CALLBACK_ID: its turns run through the bot's TurnRunner, its
+    words go out through the bot's Delivery."""
 
-    def __init__(self, bot: SlackBot) -> None:
-        self.bot = bot
+    def __init__(self, runner: TurnRunner, delivery: Delivery, identity: Identity,
+                 admission: Admission, command: str) -> None:
+        self.runner = runner
+        self.delivery = delivery
+        self.identity = identity
+        self.admission = admission
+        self.command = command
 
     def on_shortcut(self, body: dict, respond: Respond) -> None:
         user = (body.get("user") or {}).get("id")
         channel = (body.get("channel") or {}).get("id") or ""
-        with self.bot._job(channel=channel, user=user, surface=SURFACE_SHORTCUT):
+        with self.runner.job(channel=channel, user=user, surface=SURFACE_SHORTCUT):
             self.ask(body, user, channel, respond)
 
     def ask(self, body: dict, user: str | None, channel: str, respond: Respond) -> None:
         """Check, show progress and hand the turn on; always ends with a word to the person."""
-        bot = self.bot
         message = body.get("message") if isinstance(body.get("message"), dict) else {}
         turn_id = new_turn_id()
         structlog.contextvars.bind_contextvars(turn_id=turn_id)
@@ -95,34 +96,33 @@ class MessageShortcut:
         if not user or not channel:
             log.warning("shortcut_payload_incomplete", has_user=bool(user), has_channel=bool(channel))
             if respond is not None:
-                bot.delivery.respond(respond, render_notice(
+                self.delivery.respond(respond, render_notice(
                     "Sorry — Slack did not say which message or person this was, so I can't "
                     "answer it. Please try the shortcut again.", turn_id))
             return
         try:
-            if bot.identity.wrote(message):
+            if self.identity.wrote(message):
                 self.say(q, respond, render_notice(self._own_answer(message), turn_id))
                 return
             if not q.text:
                 self.say(q, respond, render_notice(
                     "That message has no text I can look up. Use the shortcut on a message with "
-                    f"words in it, or ask me with `{escape(bot.command)} your question`.", turn_id))
+                    f"words in it, or ask me with `{escape(self.command)} your question`.", turn_id))
                 return
-            policy = bot.policy(channel, user)
-            refusal = not_here(policy, not policy.shared and bot.admission.shared(channel))
+            policy = self.admission.policy(channel, user)
+            refusal = not_here(policy, not policy.shared and self.admission.shared(channel))
             if refusal:
                 log.info("slack_not_answered_here", reason=refusal, reply=policy.reply)
                 self.say(q, respond, render_notice(refusal, turn_id))
                 return
-            decision = bot._rate(user)
+            decision = self.runner.rate(user)
             if not decision.allowed:
                 RATE_LIMITED.inc()
                 log.info("slack_rate_limited", retry_after_s=decision.retry_after_s)
-                self.say(q, respond, bot._rate_notice(decision, turn_id))
+                self.say(q, respond, self.runner.rate_notice(decision, turn_id))
                 return
             self.say(q, respond, render_progress(turn_id, q.text))
-            bot.turns.submit(contextvars.copy_context().run, self.finish, q, turn_id, respond,
-                             policy)
+            self.runner.hand_on(self.finish, q, turn_id, respond, policy)
         except Exception as exc:  # the edge: said to the person, logged with its trace
             log.error("slack_turn_failed", error=str(exc), exc_info=exc)
             self.say(q, respond, failure_notice(exc, turn_id))
@@ -130,19 +130,19 @@ class MessageShortcut:
     def _own_answer(self, message: dict) -> str:
         """What to say when the shortcut is used on one of citebot's own messages."""
         found = _TURN_ID.search(str(message.get("text") or ""))
-        why = f"`{escape(self.bot.command)} why{' ' + found.group(0) if found else ''}`"
+        why = f"`{escape(self.command)} why{' ' + found.group(0) if found else ''}`"
         return (f"That is one of my own answers: {why} explains what it said and why, and a "
                 "reply in its thread asks a follow-up.")
 
     def finish(self, q: Question, turn_id: str, respond: Respond, policy: ChannelPolicy) -> None:
         """The turn, on the turn pool: the answer with Share, to the asker, in the thread."""
         try:
-            record = self.bot._run_turn(q, turn_id, policy)
+            record = self.runner.run(q, turn_id, policy)
             structlog.contextvars.bind_contextvars(turn_id=turn_id)
             for message in render_turn(record, ephemeral=True, show_question=True,
-                                       url_template=self.bot.delivery.url_template):
+                                       url_template=self.delivery.url_template):
                 self.say(q, respond, message)
-            self.bot._remember(q.user, turn_id)
+            self.runner.remember(q.user, turn_id)
         except Exception as exc:  # the edge: said to the person, logged with its trace
             log.error("slack_turn_failed", error=str(exc), exc_info=exc)
             self.say(q, respond, failure_notice(exc, turn_id))
@@ -151,11 +151,11 @@ class MessageShortcut:
         """To the asker alone, in the thread; through the response_url when Slack refuses
         that (citebot is not in the conversation). False, logged, when neither worked."""
         try:
-            self.bot.delivery.post_ephemeral(q, message)
+            self.delivery.post_ephemeral(q, message)
             return True
         except SLACK_ERRORS as exc:
             log.warning("slack_ephemeral_failed", error=slack_failed(exc))
-        if respond is not None and self.bot.delivery.respond(respond, message):
+        if respond is not None and self.delivery.respond(respond, message):
             return True
         log.error("slack_reply_failed", via="response_url")
         return False
