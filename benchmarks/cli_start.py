@@ -6,10 +6,10 @@ Each command runs as a fresh process (`python -m bot.cli …`, what `.venv/bin/c
 runs), `--runs` times, interleaved with the baselines, and the median wall time is
 printed with the load average: `python -c pass` (the interpreter), `import numpy`,
 `import torch` (what a command that embeds a question must load) and `import
-sentence_transformers` (what it loaded before issue 14). `ask` and `search` answer
+sentence_transformers` (what it loaded before ingest/minilm.py). `ask` and `search` answer
 from the sample handbook in the embedded store: DIR, or a temporary store ingested
-first. Goals (issue 14, quiet 2-core machine): ask ≤ 4 s, search ≤ 3 s, --help, chunks
-and turns ≤ 1 s. On a busy machine compare the ratios to `import torch`.
+first. Goals (quiet 2-core machine; docs/decisions/0021-cli-start.md): ask ≤ 4 s, search
+≤ 3 s, --help, chunks and turns ≤ 1 s. On a busy machine compare the ratios to `import torch`.
 """
 
 from __future__ import annotations

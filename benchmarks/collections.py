@@ -47,7 +47,7 @@ COLLECTIONS_DIR = REPO / "benchmarks" / "collections"
 CACHE = Path(os.environ.get("CITEBOT_COLLECTIONS_CACHE",
                             Path.home() / ".cache" / "citebot" / "collections"))
 
-# Reserved for independent measurement (issue 9): never tuned, tested or benchmarked on.
+# Reserved for independent measurement: never tuned, tested or benchmarked on.
 RESERVED_PACKAGES = ("postgresql-doc*", "python3*-doc", "bible-kjv*")
 
 KINDS = ("paraphrase", "rare", "phrase", "alias", "unanswerable")

@@ -5,8 +5,8 @@ kNN: recall@30 and recall@5 of Elasticsearch's kNN against exact search (the emb
 store's numpy scan, a chunk scoring by its best window) and the p50/p95 time of one kNN
 request. Lexical: the share of queries whose top 30 (ids and order) and top 5 (set)
 equal the embedded store's, and the p50/p95 time of ElasticStore.lexical (Elasticsearch's
-own BM25 since issue 13: equal ranks are not the goal, equal quality is; see
-benchmarks/quality.py). On the large corpus (10,000+
+own BM25, docs/decisions/0018-elasticsearch-bm25.md: equal ranks are not the goal, equal
+quality is; see benchmarks/quality.py). On the large corpus (10,000+
 chunks) and on examples/.
 
 Layouts:
@@ -48,7 +48,7 @@ QUANTISATIONS = ("hnsw", "int8_hnsw", "bbq_hnsw")
 REPEATS = 3
 # Windows per chunk asked for in the per-window layout before collapsing, a guess:
 # rust-doc's chunks have 1.58 windows on average and up to 17, and asking for 4, 8 or 17
-# gave the same recall there (benchmarks/README.md).
+# gave the same recall there (docs/decisions/0017-knn-tuning.md).
 PER_WINDOW_FACTOR = 4
 
 

@@ -1,4 +1,5 @@
-"""Faults of issue 12 parts 1-4, run for their figures: what each does to citebot, and how long.
+"""Elasticsearch, Redis, Anthropic and embedded-store faults, run for their figures: what each
+does to citebot, and how long.
 
 Prints one table, fault | expected | observed | figure, and with --json one object with
 every row's raw figures. Nothing here touches the shared test services: Redis and

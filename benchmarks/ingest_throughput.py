@@ -11,7 +11,8 @@ store) and encoded with Embedder.encode_ids, once before and once after the inge
 `raw_windows_per_s` is their mean, so drift from other load on the machine falls on both
 sides. `ratio` = ingest / raw; `cpu_ratio` the same with this process's CPU seconds,
 steadier than the wall clock when the machine is shared. Also printed: the raw rate with one batch per document (how
-ingest ran before issue 13), where the ingest's seconds went (IngestSummary.stages), and
+ingest ran before pooled batches, docs/decisions/0020-ingest-batches.md), where the
+ingest's seconds went (IngestSummary.stages), and
 the load average before and after.
 
 With --backend elasticsearch the store is a fresh alias on CITEBOT_BENCH_ES_URL or

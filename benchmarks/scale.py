@@ -11,8 +11,8 @@ p50 and the load average while it ran.
 Text. Debian's rust-doc (benchmarks/corpus.py fetches it at run time into
 ~/.cache/citebot/bench/rust-doc; never committed): the pages of the 10k corpus's listing,
 loaded and chunked by citebot's loader and chunker (without the folder-wide furniture
-pass of a real ingest), cached in scale-base.jsonl. The cached base of sessions 4-5 was
-cut from the 899-page listing of session 4 (895 pages the loader took, 7,266
+pass of a real ingest), cached in scale-base.jsonl. The cached base the figures were
+measured on was cut from an earlier 899-page listing (895 pages the loader took, 7,266
 base chunks); the listing is now 833 pages (redirect stubs left out, chunks counted as ingest
 stores them), which a new base would follow. Beyond the base, copy k of base chunk i
 (k = 1, 2, ...) is the same passage under the source `copy<k>/<source>` with a
@@ -24,11 +24,13 @@ Vectors. Loading uses a cheap deterministic encoder, labelled "load_vectors": "h
 in the output: a base chunk's vector is its content words hashed into the model's 384
 dimensions, each copy and window adds seeded Gaussian noise, normalised. MiniLM on two
 cores embeds ~25 windows/s: 1M chunks would take most of a week. Windows per chunk follow
-the chunk's model-token count as the cutter did until session 4 (256-token windows
-overlapping by 48), about 1.35 a chunk. Ingest now embeds a window per paragraph group
+the chunk's model-token count as the cutter did before paragraph windows (256-token windows
+overlapping by 48; docs/decisions/0001-paragraph-windows.md), about 1.35 a chunk. Ingest
+now embeds a window per paragraph group
 (ingest/embedder.py PARAGRAPH_WINDOW_MIN_TOKENS), which gave 1.58 times the windows on the
 six labelled collections: a real collection of N chunks holds more vectors than this
-benchmark's (the 1M figures in benchmarks/README.md were measured with 1,346,354). The questions (benchmarks/corpus.py QUESTIONS, 20 of them) are embedded by the real
+benchmark's (the 1M figures in docs/benchmarks.md were measured with 1,346,354). The
+questions (benchmarks/corpus.py QUESTIONS, 20 of them) are embedded by the real
 model; dense scores are then meaningless as relevance, but the work (HNSW search over the
 same number of vectors, the same filters) is the real work.
 

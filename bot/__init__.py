@@ -12,12 +12,7 @@ cli → wiring/evaluate → slack → answer → memory → settings/logs, and b
 
 import os
 
-# numpy's OpenBLAS on one thread, unless the environment says otherwise (read once, when
-# numpy loads, so it is set here, before anything imports numpy). A large matrix product,
-# such as the embedded store's dense scan of a 10,000-chunk collection, otherwise starts
-# a thread per core that keeps spinning after it and slows the model's next call: on the
-# rust-doc corpus (10,001 chunks, 2 cores) a turn's p50 was 155-176 ms with OpenBLAS on
-# both cores and 94-102 ms on one, compose 133-153 ms against 81-89; the scan itself is
-# about 15% slower on one thread (1.8 against 1.55 ms), and on the sample handbook the
-# turn is within 3% either way (benchmarks/blas_threads.py).
+# numpy's OpenBLAS on one thread unless the environment says otherwise (read once, when
+# numpy loads, so set here first): its spinning threads slowed the model's next call after
+# a large dense scan (docs/decisions/0013-blas-one-thread.md).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

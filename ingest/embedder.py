@@ -38,12 +38,8 @@ WINDOW_OVERLAP_TOKENS = 48
 HEADING_PREFIX_TOKENS = 32
 WINDOW_SLACK_TOKENS = 4
 # A chunk's windows are its paragraphs, a paragraph shorter than this merged with the
-# ones after it (a last group under half of it joins the group before). Measured on the
-# dev questions of the tuned collections (git, haproxy, sqlite, examples; 119 answerable,
-# hybrid, against windows of 256 tokens cut regardless of paragraphs): paraphrase
-# Recall@5 0.843 -> 0.922, Recall@5 0.908 -> 0.941, MRR 0.759 -> 0.766, dense-only
-# Recall@5 up on all four. Merging to 128 tokens instead kept sqlite's Recall@5 at 0.935
-# (64: 0.968); token windows of 128 (overlap 32) lost dense Recall@5 on git (0.79 -> 0.71).
+# ones after it (a last group under half of it joins the group before): dev paraphrase
+# Recall@5 0.843 -> 0.922 against 256-token windows (docs/decisions/0001-paragraph-windows.md).
 PARAGRAPH_WINDOW_MIN_TOKENS = 64
 BATCH_SIZE = 32
 

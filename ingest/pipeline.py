@@ -323,7 +323,8 @@ def load_collection(paths: Iterable[Path]) -> tuple[list[LoadedDocument], list[S
 # Windows embedded together: the windows of consecutive documents are pooled until there
 # are this many, then sorted by length into the model's batches, so a batch pads short
 # windows only to its own longest and few batches run part-empty. (Per-document batches
-# gave 15 windows/s against a raw 28 on a 5,385-window manual, issue 13.)
+# gave 15 windows/s against a raw 28 on a 5,385-window manual:
+# docs/decisions/0020-ingest-batches.md.)
 POOL_WINDOWS = 512
 # Documents chunked and tokenised ahead of the model by the producer thread, at most.
 READ_AHEAD_DOCS = 64

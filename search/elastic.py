@@ -10,40 +10,24 @@ new one at commit (point in time + search_after + bulk: this distribution has no
 reindex module), and superseded indices are deleted. A fresh index also means BM25
 statistics never count deleted documents.
 
-Mapping, and the measurements behind it:
+Mapping (the measurements behind each choice are in docs/decisions/):
 
 - Words. `words` and `heading` hold the passage's and the heading path's tokens as
   search/text.py cuts them, joined by spaces, indexed by the whitespace analyzer with
-  positions (for phrases); `text` keeps the verbatim passage, not indexed.
-  The standard analyzer was measured first: it tokenises 186 of the 367 sample chunks
-  differently from SQLite's unicode61 ("customer’s" and "1.6" stay one token, so
-  "customer" is missing from 61 chunks), and this distribution has no asciifolding or
-  pattern tokenizer to close the gap. Cutting words once, in Python, for both backends
-  makes document frequencies, phrases and the vocabulary agree by construction. No
-  shingle subfield: phrase lookups are batched (one `_msearch` per question) and each
-  stops at its first few matches.
+  positions (for phrases); `text` keeps the verbatim passage, not indexed. Cutting words
+  once, in Python, for both backends makes document frequencies, phrases and the
+  vocabulary agree by construction (0019-tokens-cut-in-python.md).
 - Lexical ranking: Elasticsearch's own BM25 over those tokens, with FTS5's k1 and b
-  (search/elastic_query.py says what each read costs and why it does not grow with the
-  collection). Until issue 13 the candidates were re-ranked in Python by FTS5's formula
-  (same top 5 as the embedded store for 100% of the sample questions, against 43% for
-  Lucene's default scoring of per-field queries); that needed a global aggregation per
-  question, so the stores now agree on measured quality, not on every rank.
+  (search/elastic_query.py says what each read costs); the stores agree on measured
+  quality, not on every rank (0018-elasticsearch-bm25.md).
 - `vocab`: the distinct tokens of text and heading as an indexed keyword array. A
   document frequency is the count of one vocab term (read from Lucene's term dictionary);
   spelling candidates come from a term suggester over it; `vocabulary()` is a composite
   aggregation over its doc values. No fielddata on text fields.
 - Vectors: one document per chunk, its embedding windows as nested dense vectors;
   `knn` on the nested field scores a chunk by its best window (the protocol's rule) and
-  returns k distinct chunks. One document per window collapsed to its chunk was
-  measured beside it (benchmarks/elastic_tuning.py on rust-doc, 10,001 chunks, 15,808
-  windows, 40 queries, load 1.8-2.0): recall@30 0.994 / 0.998 at 200 / 400 candidates
-  against nested's 0.998 / 1.000, recall@5 1.000 for both, p50 2.3-2.4 ms against
-  2.1-2.5, 23.5 MB of vector files for both (on the earlier selection, with 819 one-line
-  rustdoc stamps, per window lost two queries whole: 0.949). The structure decides
-  too: per window needs k x (windows per chunk) hits before the collapse (a guess: 4
-  here) and documents that are not chunks, which every count, BM25 statistic and
-  lookup would have to filter out; nested keeps words, counts and vectors of a chunk on
-  one document, written and replaced together. Cosine, HNSW: see INDEX_OPTIONS.
+  returns k distinct chunks, and a chunk's words, counts and vectors stay on one document
+  (0017-knn-tuning.md). Cosine, HNSW: see INDEX_OPTIONS.
 """
 
 from __future__ import annotations
@@ -95,7 +79,7 @@ log = logging.getLogger("citebot.search")
 # carry them into its strict mapping: after a downgrade, re-ingest into a new CITEBOT_INDEX.
 # 3: `vocab` indexed (document frequencies and spelling candidates read Lucene's term
 # dictionary), BM25 with FTS5's k1 and b as the default similarity, no stored token
-# fields (issue 13). A format-2 index is refused: re-ingest into a new CITEBOT_INDEX.
+# fields. A format-2 index is refused: re-ingest into a new CITEBOT_INDEX.
 # 4: `stems` and `heading_stems` (search.text.stem of each token of `words` and
 # `heading`), read by the stemmed term groups (search/retrieve.py STEM_WEIGHT). A format-3
 # index is refused for reading; `citebot ingest` upgrades it: the next run builds a
@@ -104,10 +88,8 @@ log = logging.getLogger("citebot.search")
 INDEX_FORMAT = 4
 UPGRADABLE_FORMATS = frozenset({3})
 
-# Primary shards of a new index: CITEBOT_ES_SHARDS, 1 by default (a 1M-chunk collection
-# is a few GB; benchmarks/scale.py measures 1 against more). BM25 statistics stay exact
-# with more (the lexical query is dfs_query_then_fetch), and counts are summed over
-# shards. Replicas follow the cluster: 0 on one node, 1 beyond.
+# Primary shards of a new index (CITEBOT_ES_SHARDS): more only pay on more nodes
+# (docs/decisions/0026-one-primary-shard.md). Replicas follow the cluster: 0 on one node.
 DEFAULT_SHARDS = 1
 INDEX_SETTINGS: dict[str, Any] = {
     "number_of_shards": DEFAULT_SHARDS,
@@ -116,18 +98,8 @@ INDEX_SETTINGS: dict[str, Any] = {
     "similarity": SIMILARITY,
 }
 
-# Vectors: float HNSW (m 16, ef_construction 100), not this version's default bbq_hnsw
-# nor int8_hnsw. Measured by `benchmarks/elastic_tuning.py --corpus rust --only knn` on
-# rust-doc (10,001 chunks, 15,808 windows), 40 queries, recall against the exact scan,
-# k = 30, one segment, load average 1.8-2.0:
-#   num_candidates           30     60    100    200    400
-#   hnsw       recall@30   0.949  0.979  0.988  0.998  1.000   p50 1.8-2.5 ms
-#   int8_hnsw  recall@30   0.938  0.969  0.976  0.983  0.983
-#   bbq_hnsw   recall@30   0.940  0.969  0.971  0.974  0.974
-# Quantised vectors plateau below exact (their scores are approximate) and are not
-# faster at this size (p50 at 400: 2.5 ms int8, 3.9 bbq); vector files take 23.5 MB
-# (hnsw), 29.4 (int8: floats kept too) and 24.4 (bbq). Float is the "or better" choice
-# until a collection has millions of windows.
+# Float HNSW (m 16, ef_construction 100): quantised vectors plateau below exact recall
+# and are not faster at this size (docs/decisions/0017-knn-tuning.md).
 INDEX_OPTIONS: dict[str, Any] = {"type": "hnsw", "m": 16, "ef_construction": 100}
 
 # Bulk requests: 200 chunk documents with their nested vectors are ~1.5 MB; 429s
@@ -140,26 +112,19 @@ BULK_MAX_BYTES = 10 * 1024 * 1024
 BULK_MAX_RETRIES = 5
 BULK_INITIAL_BACKOFF_S = 1.0
 BULK_MAX_BACKOFF_S = 30.0
-# Transport-level retries of one request (connection errors, 502-504). A timed-out
-# request is not retried, except an ingest's bulk writes: with retries a frozen node (SIGSTOP) held a turn for 4 × the
-# timeout (8.0-8.2 s at CITEBOT_ES_TIMEOUT_S=2, `benchmarks/faults.py --only elasticsearch`),
-# about 2 minutes at the 30 s default; a node that is merely slow is not helped by asking again.
+# Transport-level retries of one request (connection errors, 502-504); a timed-out one is
+# retried only in an ingest's bulk writes, so a turn ends within its timeout
+# (docs/decisions/0022-no-timeout-retries.md).
 REQUEST_MAX_RETRIES = 3
 # Page size when reading a whole index (iter_chunks, copying documents at commit).
 PAGE_SIZE = 500
 # A build index left behind by a crashed ingest is deleted by a later commit once it
 # is older than this; younger ones may belong to an ingest still running elsewhere.
 STALE_BUILD_S = 6 * 3600
-# A finished build is merged into one segment per shard before the alias moves to it: the
-# index is never written again (the next ingest builds a new one), and every query pays
-# per segment (an HNSW graph and a term dictionary each). benchmarks/scale.py, hybrid,
-# concurrency 1, p50 / p99 ms before and after the merge (same node; machine load average
-# in brackets, the 2 cores shared with other work):
-#   100k chunks,  9 segments -> 1:  22.1 / 44.8 [8.9] -> 11.0 / 31.0 [7.1]  (merge 32 s, load 164 s)
-#   1M chunks,   29 segments -> 1:  43.5 / 196  [7.6] -> 32.5 / 82.0 [5.1]  (merge 1,261 s, load 2,171 s)
-# The merge waits this long; a slower one goes on inside Elasticsearch after the alias has
-# moved (the index is whole and searchable, only slower until it ends), and the ingest's
-# log says so.
+# A finished build is merged into one segment per shard before the alias moves (every
+# query pays per segment; the merge halved p50 at 100k chunks). A merge slower than this
+# goes on inside Elasticsearch after the alias has moved, and the ingest's log says so
+# (docs/decisions/0016-merge-one-segment.md).
 MERGE_TIMEOUT_S = 3 * 3600
 MERGE_POLL_S = 0.5
 # A merge that ended (no merge running for this many polls) with more than one segment

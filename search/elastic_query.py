@@ -5,13 +5,11 @@ search.elastic.ElasticStore, which provides the client, the alias and `_search`)
 What each costs per question, so that it does not grow with the collection:
 
 - Lexical: one request scored by Elasticsearch's own BM25 (SIMILARITY, with FTS5's k1
-  and b) over citebot's own tokens, size k. Until issue 13 the store fetched 200
-  candidates' token lists and re-scored them with FTS5's formula in Python, with a global
-  aggregation over every chunk (token total, chunks per phrase) in the same request, which
-  grew with the collection.
-  Elasticsearch's ranking is not FTS5's (idf ln(1 + (N-n+.5)/(n+.5)), lengths in one
-  byte, BM25F's weighted lengths), so the two stores agree on quality, not on every rank
-  (benchmarks/quality.py measures it; benchmarks/README.md has the figures).
+  and b) over citebot's own tokens, size k; nothing per question aggregates the whole
+  collection. Elasticsearch's ranking is not FTS5's (idf ln(1 + (N-n+.5)/(n+.5)), lengths
+  in one byte, BM25F's weighted lengths), so the two stores agree on quality, not on every
+  rank (benchmarks/quality.py measures it; the figures are in
+  docs/decisions/0018-elasticsearch-bm25.md and docs/evaluation.md).
 - More than one primary shard: the lexical request is dfs_query_then_fetch, so a term's
   BM25 statistics are the whole index's; on one shard Elasticsearch runs it as
   query_then_fetch (no extra round trip). Exact phrases keep each shard's own statistics:
@@ -52,12 +50,9 @@ LEXICAL_SEARCH_TYPE = "dfs_query_then_fetch"
 SPELLING_MAX_EDITS = 2
 SPELLING_SUGGESTIONS = 50
 
-# num_candidates = max(k * NUM_CANDIDATES_FACTOR, NUM_CANDIDATES_MIN), at most 10,000.
-# For the Retriever's k = 30 that is 400: recall@30 1.000 and recall@5 1.000 against
-# exact search on rust-doc (the table at search/elastic.py INDEX_OPTIONS; 0.998 / 1.000
-# at 200, 0.988 / 1.000 at 100), for ~0.6 ms more than 100 candidates (p50 2.5 against
-# 1.9 ms, load 1.8-2.0). The embedded store searches exactly, so this is what keeps the
-# two backends' dense arms alike.
+# num_candidates = max(k * NUM_CANDIDATES_FACTOR, NUM_CANDIDATES_MIN), at most 10,000: 400
+# for k = 30 reaches the exact scan's recall@30, so both stores' dense arms agree
+# (docs/decisions/0017-knn-tuning.md).
 NUM_CANDIDATES_FACTOR = 10
 NUM_CANDIDATES_MIN = 400
 NUM_CANDIDATES_MAX = 10_000

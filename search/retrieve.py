@@ -31,83 +31,56 @@ from search.types import Chunk, Hit, LexicalQuery, WeightedTerms, WindowScore
 
 MODES = ("dense", "lexical", "hybrid")
 
-# Candidates each arm hands to fusion.
+# Candidates each arm hands to fusion; pools of 15-100 moved dev R@1 by at most 0.03
+# (docs/decisions/0007-rank-fusion.md).
 POOL_SIZE = 30
-# RRF's customary k=60 is sized for pools of hundreds: with 30 candidates it makes
-# rank 1 worth 1/61 and rank 30 worth 1/90, so the arms' orders barely count. k=10
-# keeps rank 1 worth three times rank 20. Set on the dev questions (see README table):
-# k in {2, 5, 10, 20, 60}, arm weights 1-2 and pools of 15-100 moved dev Recall@1 by at
-# most 0.03. Fusing min-max normalised scores instead (dense weight 0.6) gave dev
-# Recall@1 +0.06 with a paired-bootstrap interval of [0.00, +0.15]: not shown better, so
-# the simpler rule stays.
+# k=60 is sized for pools of hundreds; k=10 keeps rank 1 worth three times rank 20
+# (docs/decisions/0007-rank-fusion.md).
 RRF_K = 10.0
-# Aliases are our claims, not the source's words: they search at half weight.
+# Aliases are our claims, not the source's words (docs/decisions/0009-alias-flood.md).
 ALIAS_WEIGHT = 0.5
-# A typo fix is a guess: it searches at reduced weight.
+# A typo fix is a guess: it searches at reduced weight (not measured).
 TYPO_WEIGHT = 0.7
-# A name in at most this many chunks is an address. 3 = one paragraph that sits in the
-# overlap of two chunks (so counts twice) plus one other mention: "Oskar Brandvold"
-# (named twice in the sample collection) has df 2-3 and must put his passages first.
-# Only names count (search.text.name_like): on the 374-chunk sample, 40 of 43 dev questions held an ordinary word of df <= 3
-# ("recent", "believe", "reimbursed") and letting those address passages cost hybrid
-# paraphrase Recall@5 0.64 -> 0.27.
+# A name (search.text.name_like) in at most this many chunks is an address: one paragraph
+# in two chunks' overlap plus one other mention (docs/decisions/0008-addresses.md).
 RARE_MAX_DF = 3
 # Words this short are too often codes or fragments to be addresses ("ic", "v2").
 RARE_MIN_LETTERS = 4
-# An exact phrase from the question found in at most this many chunks is an address.
-# Two kinds of phrase qualify. A content phrase: at least PHRASE_MIN_CONTENT words that
-# are not stopwords, and no stopword at either end ("overseas per diem", "error e 417").
-# A stopword phrase: at least STOPWORD_PHRASE_MIN_TOKENS tokens, mostly stopwords ("all of
-# them at once", "as and when it is"). The first version took any 3-gram and addressed
-# passages by "back to a", "need to be", "for the company" in 19 of 43 dev questions.
-# A third kind: words the writer joined without a space ("extensions.worktreeConfig",
-# "analysis_limit"; search.text.joined_terms), a phrase from two tokens (joined_rule).
-# On the dev questions (quality.py, at the stems) it moved one question, b-23, from rank
-# 3 to 1 and none the other way; git-r06's two chunks holding "extensions.worktreeConfig"
-# are both addressed, the labelled one second; haproxy's "experimental-mode" (7 chunks)
-# and sqlite's "analysis_limit" (5) are too common to address.
+# An exact phrase from the question in at most PHRASE_MAX_CHUNKS chunks is an address: at
+# least PHRASE_MIN_CONTENT content words with no stopword at either end, or at least
+# STOPWORD_PHRASE_MIN_TOKENS tokens, mostly stopwords, or words written joined
+# (search.text.joined_terms); any 3-gram addressed passages by "need to be"
+# (docs/decisions/0008-addresses.md, 0003-joined-words.md).
 PHRASE_MAX_CHUNKS = 3
 PHRASE_MIN_CONTENT = 3
 PHRASE_MAX_TOKENS = 10
 STOPWORD_PHRASE_MIN_TOKENS = 5
-# Phrase candidates searched per question, longest first. Each is a store query; the most
-# any of 366 benchmark and example questions has is 93, while a pasted 4,000-character
-# question had 7,947 (19 s of queries on the embedded store).
+# Phrase candidates searched per question, longest first, each a store query: far above
+# any real question's, far below a pasted page's (docs/decisions/0008-addresses.md).
 PHRASE_CANDIDATES_MAX = 256
-# An alias expansion is searched as the exact name it claims (a phrase for a multi-word
-# term), at ALIAS_WEIGHT. It is left out when it floods: when one document holds more
-# than FLOOD_SHARE of the chunks it matches (at least FLOOD_MIN_CHUNKS of them), or when
-# it matches more than FLOOD_COLLECTION_SHARE of all chunks. The "robot" -> "Quill" claim
-# matches 80 of 374 sample chunks (21%; 69 of the collection's 225 "Quill"s sit in the
-# fleet architecture page) and cost dev question a-02 its first place
-# (benchmarks/alias_spread.py prints the spread of every expansion).
+# An alias expansion (searched as the exact name it claims, at ALIAS_WEIGHT) is left out
+# when it floods: one document holds more than FLOOD_SHARE of its matches (at least
+# FLOOD_MIN_CHUNKS), or it matches more than FLOOD_COLLECTION_SHARE of all chunks
+# (docs/decisions/0009-alias-flood.md).
 FLOOD_SHARE = 0.5
 FLOOD_MIN_CHUNKS = 4
 FLOOD_COLLECTION_SHARE = 0.15
 # How many matching chunks the flood check reads at most.
 FLOOD_SCAN_LIMIT = 2000
-# Every term group is searched twice: its words at the group's weight, and its stems
-# (search.text.query_stems, Snowball English) in the stemmed fields at STEM_WEIGHT of it.
-# A passage holding the very word scores in both; one holding another form of it
-# ("restarting" for "restart", "configuration" for "configure") in the second only.
-# Set on the dev questions of the tuned collections (benchmarks/quality.py, embedded):
-# stemmed fields in place of the words cost hybrid dev Recall@5 -0.034 [-0.067, -0.008]
-# (paraphrase -0.059, 3 lost, none gained); added beside them at 0.25 / 0.5 / 1.0,
-# lexical-arm paraphrase Recall@5 +0.078 / +0.118 / +0.078 (0.5: 6 gained, 0 lost,
-# interval [+0.039, +0.216]), hybrid Recall@5 +0.000 / +0.000 / -0.017.
+# Every term group is searched again by its stems (search.text.query_stems) at this share
+# of its weight, so "restarting" finds "restart" (docs/decisions/0002-stems-beside-words.md).
 STEM_WEIGHT = 0.5
 # The refusal gate's best_coverage looks at this many top passages.
 BEST_COVERAGE_HITS = 5
 # A passage of a document that calls itself deprecated or superseded keeps this share of
-# its fused score: found when asked for, but below the current version. With it, dev
-# question a-15 ("Which version of Klaxon…?") ranks the current runbook first.
+# its fused score: found, but below the current version
+# (docs/decisions/0025-superseded-documents.md).
 SUPERSEDED_WEIGHT = 0.5
 # The reranker rescores this many fused candidates (addresses stay first).
 RERANK_TOP_N = 20
-# Widening: a hit whose question words sit in its last (first) fifth is probably cut
-# at a boundary; its next (previous) chunk of the same document is added after it. In
-# the ranked list (+widen in `citebot eval`) it cost dev Recall@5 0.82 -> 0.76 by pushing
-# other hits down, so the answer path adds neighbours as extra passages instead.
+# Widening: a hit whose question words sit in its last (first) fifth gets its next
+# (previous) chunk as an extra passage, not a ranked hit
+# (docs/decisions/0024-passage-widening.md).
 WIDEN_EDGE_SHARE = 0.2
 WIDEN_TOP_HITS = 3
 

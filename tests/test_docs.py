@@ -1,6 +1,7 @@
 """The documentation: the MkDocs site builds with --strict (a broken link, a missing anchor
-or a page left out of the nav fails it), README.md stays a short introduction, and what a
-reader reads points only inside the repository and carries no session or issue numbers."""
+or a page left out of the nav fails it), README.md stays a short introduction, what a
+reader reads points only inside the repository, and no file of the tree (code, docs,
+scripts, configuration) carries session or issue numbers."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from tests.conftest import REPO
 
 README_MAX_LINES = 200
-# The words of the project's own bookkeeping, which mean nothing to a reader of the docs.
+# The words of the project's own bookkeeping, which mean nothing to a reader of the code or docs.
 BOOKKEEPING = re.compile(r"session [0-9]|issue #?[0-9]", re.IGNORECASE)
 FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 INDENTED = re.compile(r"^(?: {4}|\t).*$", re.MULTILINE)
@@ -28,6 +29,14 @@ def _markdown_files() -> list[Path]:
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.md"],
                             cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
     return sorted({REPO / name for name in listed if (REPO / name).is_file()})
+
+
+def _tree_files() -> list[Path]:
+    """Every file of the checkout that git knows or would add: the whole tree but .git and
+    what .gitignore leaves out (the environment, caches, built sites)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=REPO, capture_output=True, text=True, check=True).stdout.split("\0")
+    return sorted({REPO / name for name in listed if name and (REPO / name).is_file()})
 
 
 def _prose(text: str) -> str:
@@ -71,12 +80,18 @@ def test_the_readme_is_a_short_introduction():
         assert f"    {command}\n" in text, f"README.md no longer shows {command} as a command"
 
 
-def test_no_markdown_file_carries_session_or_issue_numbers():
-    offenders = [f"{path.relative_to(REPO)}:{n}: {line.strip()}"
-                 for path in _markdown_files()
-                 for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-                 if BOOKKEEPING.search(line)]
-    assert offenders == []
+def test_no_file_of_the_tree_carries_session_or_issue_numbers():
+    """Code, docs, scripts and configuration alike: a comment says what was measured and
+    links its record, not who measured it or when. Binary files (a NUL byte) are skipped."""
+    offenders = []
+    for path in _tree_files():
+        data = path.read_bytes()
+        if b"\0" in data:
+            continue
+        offenders += [f"{path.relative_to(REPO)}:{n}: {line.strip()[:120]}"
+                      for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1)
+                      if BOOKKEEPING.search(line)]
+    assert offenders == [], "reword these to say what was measured:\n" + "\n".join(offenders)
 
 
 def test_what_a_reader_reads_links_only_inside_the_repository():

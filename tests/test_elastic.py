@@ -31,7 +31,8 @@ TOP = 5
 # The lexical arms rank differently (Elasticsearch's BM25 against FTS5's bm25(), see
 # search/elastic_query.py), so lexical and hybrid are held to quality: Recall@5 over the
 # 56 answerable sample questions at most this far below the embedded store's (2 of 56).
-# Measured at issue 13: embedded 0.839, Elasticsearch 0.821 (1 of 56 fewer), lexical and hybrid.
+# Measured: embedded 0.839, Elasticsearch 0.821 (1 of 56 fewer), lexical and hybrid
+# (docs/decisions/0018-elasticsearch-bm25.md).
 RECALL_MAX_SHORTFALL = 2 / 56
 
 

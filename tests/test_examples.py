@@ -1,4 +1,4 @@
-"""The sample collection and its labelled questions stay what the README says they are."""
+"""The sample collection and its labelled questions stay what examples/README.md says they are."""
 
 from __future__ import annotations
 

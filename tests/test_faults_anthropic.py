@@ -1,7 +1,7 @@
 """Anthropic faults, through the real SDK against the stand-in: every one ends the turn
 with a labelled fallback answer, its error in the turn log, and no hang.
 
-The faults of issue 12 part 3: 429 with retry-after, 500, 529 overloaded, a connection
+The faults: 429 with retry-after, 500, 529 overloaded, a connection
 reset, a read timeout (a silent server, and one that drips its body a byte at a time so
 that no single read times out), and malformed bodies (cut off, not JSON, the wrong shape).
 Each turn runs on a thread watched by HANG_S: a turn still running then is a hang.

@@ -1,6 +1,6 @@
 """Elasticsearch killed (SIGKILL) in the middle of an ingest and stopped during a turn
-(issue 12 part 1), on a private node of this module's own (bot/testing/services.py), never
-the shared test node.
+(benchmarks/faults.py --only elasticsearch measures the same), on a private node of this
+module's own (bot/testing/services.py), never the shared test node.
 
 An ingest killed before its alias moves leaves the alias serving the old collection whole
 (no chunk lost, none twice); killed after, the new one; the next ingest completes the

@@ -1,5 +1,5 @@
 """The embedded store under faults: an ingest process killed (SIGKILL) at chosen and at
-random points, and two ingests of one store at once (issue 12 part 4).
+random points, and two ingests of one store at once.
 
 Each case ingests a copy of the sample handbook (the "old" collection), edits the copy
 (files changed, deleted and added: the "new" one, also ingested into a reference store),

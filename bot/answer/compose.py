@@ -75,13 +75,9 @@ CUE_WEIGHT = 0.1
 RANK_BONUS = (0.06, 0.03, 0.0)
 # Times the cosine of the question with the embedding window (paragraph group) that holds
 # the sentence (Passage.windows, read from the store: the vectors retrieval already
-# searched, so nothing more is embedded). It says where in a passage the question's
-# meaning lies when a paraphrase shares few words with the answering sentence. Set on
-# the tuned collections' dev items with benchmarks/compose_replay.py (label quoted when
-# given, 112 items): 0.643 at 0, 0.705 at 0.15 and 0.3, 0.688 at 0.5, 0.696 at 1.0;
-# at 0.3, dev +0.062 [+0.018, +0.116] (8 gained, 1 lost), the tuned collections' held-out
-# thirds 0.768 -> 0.768 (56 items), the held-out collections +0.043 [+0.011, +0.086]
-# (93 items, 4 gained, 0 lost; paired bootstrap 95%).
+# searched, so nothing more is embedded): where in a passage the question's meaning lies
+# when a paraphrase shares few words with the answering sentence
+# (docs/decisions/0010-window-prior.md).
 WINDOW_WEIGHT = 0.3
 # A quote this long is enough; no neighbour is added to it.
 LONG_QUOTE_CHARS = 300

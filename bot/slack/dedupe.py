@@ -6,8 +6,8 @@ Slack adapter claims the event id and the message; only the winner answers. With
 the claim is one `SET key 1 NX EX ttl`, shared by every replica; without Redis it is a
 TTL dictionary in this process.
 
-While Redis is down (issue 12 part 2; tests/test_faults_redis.py). Every claim is also
-kept in this process, and checked there first, so what is guaranteed is:
+While Redis is down (tests/test_faults_redis.py; benchmarks/faults.py --only redis). Every
+claim is also kept in this process, and checked there first, so what is guaranteed is:
 - during the outage: at most one reply per event from each process (a replica that has
   seen an event never answers it again); two replicas may both answer one event, since
   answering twice beats never answering; every delivery is still acked and answered;

@@ -155,7 +155,7 @@ def stall() -> Reply:
 
 
 def fault_catalogue(budget_s: float) -> dict[str, tuple[Callable[[], Reply], str]]:
-    """The faults of issue 12 part 3, by id: (what the stand-in answers every time, what the
+    """The Anthropic API faults, by id: (what the stand-in answers every time, what the
     fallback label of a turn with this budget must say). Tests and benchmarks/faults.py."""
     good = message("A Release Train departs every two weeks [1].")
     return {
