@@ -145,16 +145,8 @@ def is_page_stamp(text: str) -> bool:
 # first or last FRAME_PARAGRAPHS paragraphs of a page) verbatim on at least REPEAT_SHARE
 # of the pages of a scope, and on at least REPEAT_MIN_PAGES pages. Scopes: the ingested
 # folder and each subfolder, each counted twice, with and without its subfolders.
-# Measured (share of a scope's pages, after the structural rules; dev subsets and whole
-# packages of git-doc, sqlite3-doc, sphinx-doc, libcommons-fileupload-java-doc): what a
-# generator repeats frames 68-100% of the pages of its scope (git's "Part of the git(1)
-# suite" 97% of the top folder's pages, sqlite's "See also lists of Objects, Constants,
-# and Functions." 98% of c3ref/, its release-log preamble 100% of releaselog/). Real text
-# repeats too, but inside pages: Sphinx's admonition label "Note" stands on 51-83% of
-# the pages of a scope, Javadoc's "Description" table header on 65%; framing pages,
-# neither reaches a third. The floor keeps small collections out of reach: a scope of
-# fewer than REPEAT_MIN_PAGES pages is never judged, and no paragraph of
-# examples/handbook stands on more than 2 of its 34 documents (its folders hold 4-11).
+# Generator text frames 68-100% of its pages, real text framing under a third; the floor
+# keeps small collections out of reach (docs/decisions/0014-page-furniture.md).
 # Judged: HTML, Markdown and text pages (ingest/pipeline.py REPETITION_FORMATS).
 FRAME_PARAGRAPHS = 3
 REPEAT_SHARE = 0.5
