@@ -47,6 +47,8 @@ RUN site=$(/opt/citebot/bin/python -c 'import sysconfig; print(sysconfig.get_pat
  && /opt/citebot/bin/citebot search "encode without a network" --mode dense \
  && /opt/citebot/bin/citebot ask "What does the image encode?" > /dev/null \
  && /opt/citebot/bin/python -m compileall -q "$site/bot" "$site/search" "$site/ingest" \
+ && if /opt/citebot/bin/python -c 'import bot.testing' 2>/dev/null; then \
+      echo "bot.testing (the test stand-ins) must not be in the image" >&2; exit 1; fi \
  && /opt/citebot/bin/python -c 'import importlib; [importlib.import_module(m) for m in ( \
       "slack_bolt", "slack_bolt.adapter.wsgi", "slack_bolt.adapter.socket_mode", "slack_sdk.web", \
       "slack_sdk.socket_mode", "redis", "elasticsearch", "anthropic", "pypdf")]' \
