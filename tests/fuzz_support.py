@@ -32,9 +32,18 @@ FUZZ_SETTINGS = settings(
 
 
 def within_budget(call: Callable[[], T], budget_s: float = INPUT_BUDGET_S) -> T:
-    """Run call() and fail when it takes longer than budget_s (CPU time of this thread)."""
+    """Run call() and fail when it takes longer than budget_s (CPU time of this thread).
+
+    An input over budget is run once more and judged by that run: a one-off cost (the first
+    import of a module the path loads lazily, a garbage collection) is not the input's, while
+    a super-linear path is over budget every time. The calls fuzzed are pure parsers.
+    """
     started = time.thread_time()
     result = call()
     spent = time.thread_time() - started
+    if spent > budget_s:
+        started = time.thread_time()
+        result = call()
+        spent = time.thread_time() - started
     assert spent <= budget_s, f"one input took {spent:.2f} s of CPU, over its {budget_s} s budget"
     return result
