@@ -345,9 +345,9 @@ class AnthropicStandIn:
                     self.send_header("request-id", "req_standin_" + uuid.uuid4().hex[:12])
                     self.end_headers()
                     for event, data in sse_events(reply):
-                        if event == "content_block_delta" and reply.chunk_delay_s:
-                            if standin._stopping.wait(reply.chunk_delay_s):
-                                return
+                        if (event == "content_block_delta" and reply.chunk_delay_s
+                                and standin._stopping.wait(reply.chunk_delay_s)):
+                            return
                         self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
                         self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
