@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -208,7 +209,7 @@ class Retriever:
         self.glossary = glossary or Glossary.empty()
         self.config = config or RetrievalConfig()
         self._flood_cache: dict[tuple[tuple[str, ...], str], bool] = {}
-        self._null: calibration.NullDistribution | None | bool = False  # False: not read yet
+        self._null: calibration.NullDistribution | None | Literal[False] = False  # False: not read yet
         self._null_read_at = 0.0
         self.clock = time.monotonic
 

@@ -252,6 +252,7 @@ class AnthropicStandIn:
     def base_url(self) -> str:
         assert self._server is not None, "the stand-in is not running"
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str), "the stand-in listens on a TCP address"
         return f"http://{host}:{port}"
 
     # -- serving ---------------------------------------------------------------------
