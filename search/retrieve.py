@@ -461,7 +461,9 @@ class Retriever:
         chunks = {c.chunk_id: c for c in self.store.get_chunks(pool)
                   if scope is None or scope.allows(c.source)}
         pool = [c for c in pool if c in chunks]
-        scores = list(self.reranker(question, [chunks[c].text for c in pool]))  # type: ignore[misc]
+        reranker = self.reranker
+        assert reranker is not None, "the caller refuses rerank without a reranker"
+        scores = list(reranker(question, [chunks[c].text for c in pool]))
         ranked = [c for _, c in sorted(zip(scores, pool), key=lambda x: -x[0])]
         return (head + ranked)[: len(order)]
 
