@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -293,7 +293,8 @@ def parse_config(spec: str, base: RetrievalConfig) -> tuple[str, RetrievalConfig
         sign, name = part[0], part[1:]
         if name not in fields:
             raise ConfigError(f"unknown feature {name!r} in {spec!r}; known: {', '.join(FEATURES)}")
-        cfg = replace(cfg, **{fields[name]: sign == "+"})
+        change: dict[str, Any] = {fields[name]: sign == "+"}
+        cfg = replace(cfg, **change)
     return mode, cfg
 
 
@@ -323,10 +324,19 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, resamples: int = BOOTSTRAP_RE
     return float(diff.mean()), float(lo), float(hi)
 
 
-def compare(a: list[Outcome], b: list[Outcome]) -> dict[str, dict[str, float]]:
+class MetricComparison(TypedDict):
+    """One metric of `compare`: A's and B's means, B - A, and its 95% interval (JSON as is)."""
+
+    a: float
+    b: float
+    diff: float
+    ci95: list[float]
+
+
+def compare(a: list[Outcome], b: list[Outcome]) -> dict[str, MetricComparison]:
     """Each metric for A and B, B - A, and its paired-bootstrap 95% interval."""
     va, vb = per_item(a), per_item(b)
-    out = {}
+    out: dict[str, MetricComparison] = {}
     for metric in va:
         diff, lo, hi = paired_bootstrap(va[metric], vb[metric])
         out[metric] = {"a": round(float(va[metric].mean()) if len(va[metric]) else 0.0, 4),

@@ -19,7 +19,7 @@ import structlog
 
 REDACTED = "[redacted]"
 _SECRET_KEYS = re.compile(r"(token|secret|password|passwd|api_key|apikey|authorization|signature|"
-                          r"cookie|credential)", re.I)
+                          r"cookie|credential)", re.IGNORECASE)
 _SECRET_VALUES = re.compile(
     r"\b(?:xox[abposre]-[\w-]+|xapp-[\w-]+|sk-ant-[\w-]+)"
     r"|(?<=\b[Bb]earer )[\w\-.~+/]+=*"
@@ -34,7 +34,7 @@ def _mask(value: Any, depth: int = 0) -> Any:
     if depth >= REDACT_MAX_DEPTH:
         return value
     if isinstance(value, dict):
-        return {k: REDACTED if isinstance(k, str) and _SECRET_KEYS.search(k) and value[k] not in (None, "")
+        return {k: REDACTED if isinstance(k, str) and _SECRET_KEYS.search(k) and v not in (None, "")
                 else _mask(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
         return [_mask(v, depth + 1) for v in value]

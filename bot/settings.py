@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -156,7 +157,7 @@ class Settings(BaseSettings):
         return v
 
 
-def load_settings(**overrides: object) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Read the settings once; a bad value fails here with its variable name and the fix."""
     env_file = Path(str(Settings.model_config.get("env_file")))
     if env_file.is_file():  # pydantic-settings would raise a bare UnicodeDecodeError

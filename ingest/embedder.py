@@ -85,7 +85,7 @@ class WindowJob:
 
 # A paragraph of chunk text: a run of text between blank lines (ingest.chunker joins a
 # chunk's paragraphs with one blank line).
-_PARAGRAPH = re.compile(r"\S(?:.*?\S)?(?=\n[ \t]*\n|\s*\Z)", re.S)
+_PARAGRAPH = re.compile(r"\S(?:.*?\S)?(?=\n[ \t]*\n|\s*\Z)", re.DOTALL)
 
 
 class Embedder:

@@ -23,6 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from search.errors import ConfigError
+
 # The sentence-transformers modules this forward pass reproduces, in order (Normalize is
 # optional: vectors are always unit length here, as citebot always asked for).
 SUPPORTED_MODULES = ["sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",
@@ -75,6 +77,9 @@ class SentenceTransformersModel:
         self.st = SentenceTransformer(str(model_dir), device="cpu")
         dims = self.st.get_embedding_dimension() if hasattr(self.st, "get_embedding_dimension") \
             else self.st.get_sentence_embedding_dimension()
+        if dims is None:
+            raise ConfigError(f"the model in {model_dir} does not say its embedding width: "
+                              "give CITEBOT_MODEL_DIR a sentence-transformers model folder")
         self.width = int(dims)
 
     @torch.inference_mode()

@@ -58,7 +58,7 @@ import structlog
 from ingest.chunker import ChunkingConfig, chunk_document, doc_id_for
 from ingest.discovery import Found, Skipped, discover, inside
 from ingest.document import LoadedDocument
-from ingest.embedder import Embedder
+from ingest.embedding import IngestEmbedder
 from ingest.furniture import repeated_blocks
 from ingest.limits import DEFAULT_LIMITS, Limits, file_stamp, read_file
 from ingest.loaders import FORMATS, load, parse
@@ -374,7 +374,7 @@ def _to_write(r: _Read, furniture: dict[str, set[str]], stored: dict[str, str],
     return sum(len(p) for p in _paragraphs(linked) if p not in removed)
 
 
-def _plan(r: _Read, furniture: dict[str, set[str]], stored: dict[str, str], embedder: Embedder,
+def _plan(r: _Read, furniture: dict[str, set[str]], stored: dict[str, str], embedder: IngestEmbedder,
           chunking: ChunkingConfig | None, source_url: str | None) -> _Planned:
     """Chunk one read file and tokenise its windows (no model call, no store write)."""
     f = r.found
@@ -437,7 +437,7 @@ def _planned(reads: list[_Read], plan, stop: threading.Event) -> Iterator[_Plann
 def ingest(
     paths: Iterable[Path],
     store: Store,
-    embedder: Embedder,
+    embedder: IngestEmbedder,
     *,
     chunking: ChunkingConfig | None = None,
     progress: bool | None = None,
@@ -462,7 +462,7 @@ def ingest(
 def _ingest(
     paths: Iterable[Path],
     store: Store,
-    embedder: Embedder,
+    embedder: IngestEmbedder,
     *,
     chunking: ChunkingConfig | None,
     progress: bool | None,
@@ -527,7 +527,7 @@ def _ingest(
             if p.unchanged or p.skipped is not None:
                 if p.unchanged:
                     summary.unchanged += 1
-                else:
+                elif p.skipped is not None:
                     summary.skipped.append(p.skipped)
                 bar.advance(files=1)
                 waited = time.perf_counter()
@@ -550,7 +550,7 @@ def _ingest(
     return summary
 
 
-def recalibrate(store: Store, embedder: Embedder, *, changed: bool) -> None:
+def recalibrate(store: Store, embedder: IngestEmbedder, *, changed: bool) -> None:
     """The refusal gate's calibration, stored with the collection (search.calibration):
     measured again whenever the collection changed, or when it has none yet."""
     if store.chunk_count() == 0:

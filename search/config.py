@@ -34,8 +34,8 @@ def redact_url(value: str) -> str:
     start = _AUTHORITY_START.match(value).end()  # type: ignore[union-attr]  # always matches
     at = value.rfind("@", start)
     if at >= 0:
-        user, colon, _ = value[start:at].partition(":")
-        head = value[:start] + (user + ":" + MASK if colon else MASK) + "@"
+        user, sep, _ = value[start:at].partition(":")
+        head = value[:start] + (user + ":" + MASK if sep else MASK) + "@"
         rest = value[at + 1:]
     else:  # no credentials but maybe a password as the "port" ("redis//elastic:pw")
         slashes = value.find("//")

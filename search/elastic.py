@@ -766,14 +766,14 @@ def _chunk(src: dict[str, Any]) -> Chunk:
 
 def _reason_type(exc: ApiError) -> str:
     try:
-        return str(exc.body["error"]["type"])  # type: ignore[index]
+        return str(exc.body["error"]["type"])
     except (TypeError, KeyError):
         return ""
 
 
 def _reason(exc: ApiError) -> str:
     try:
-        err = exc.body["error"]  # type: ignore[index]
+        err = exc.body["error"]
         root = (err.get("root_cause") or [err])[0]
         return f"{root.get('type')}: {root.get('reason')}"
     except (TypeError, KeyError, AttributeError):

@@ -26,15 +26,20 @@ What each costs per question, so that it does not grow with the collection:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from elasticsearch import BadRequestError
 
-from search.errors import DimensionError, SearchBackendError
+from search.errors import CitebotError, DimensionError, SearchBackendError
 from search.scope import Scope, glob_lucene, limiting
 from search.text import query_stems, words
-from search.types import LexicalQuery, WindowScore
+from search.types import LexicalQuery, ModelStamp, WindowScore
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from elasticsearch import Elasticsearch
 
 # Lucene's BM25 with SQLite FTS5's constants (search/embedded.py ranks by FTS5's bm25()),
 # as the index's default similarity.
@@ -63,6 +68,20 @@ VOCAB_PAGE = 10_000
 
 class ElasticQueries:
     """Retrieval reads over the alias; `self._search` and `self.stamp` come from ElasticStore."""
+
+    # Set by ElasticStore.__init__; declared for the type checker.
+    es: Elasticsearch
+    alias: str
+    url: str
+
+    if TYPE_CHECKING:  # ElasticStore's methods the queries call
+        def _search(self, doing: str, error: type[CitebotError] = SearchBackendError,
+                    **body: Any) -> dict[str, Any]: ...
+
+        def _calls(self, doing: str,
+                   error: type[CitebotError] = ...) -> AbstractContextManager[None]: ...
+
+        def stamp(self) -> ModelStamp | None: ...
 
     def dense(self, vector: np.ndarray, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
         if k <= 0:

@@ -231,7 +231,7 @@ class EmbeddedStore:
                 "set CITEBOT_STORE to a writable directory"
             ) from exc
         self._lock = threading.RLock()
-        self._db = _SerialConnection(self._db, self._lock)  # type: ignore[assignment]
+        self._db = _SerialConnection(self._db, self._lock)  # type: ignore[assignment]  # a proxy
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.execute("PRAGMA busy_timeout=10000")

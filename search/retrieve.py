@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -181,7 +182,7 @@ class Retriever:
         self.glossary = glossary or Glossary.empty()
         self.config = config or RetrievalConfig()
         self._flood_cache: dict[tuple[tuple[str, ...], str], bool] = {}
-        self._null: calibration.NullDistribution | None | bool = False  # False: not read yet
+        self._null: calibration.NullDistribution | None | Literal[False] = False  # False: not read yet
         self._null_read_at = 0.0
         self.clock = time.monotonic
 
@@ -433,7 +434,9 @@ class Retriever:
         chunks = {c.chunk_id: c for c in self.store.get_chunks(pool)
                   if scope is None or scope.allows(c.source)}
         pool = [c for c in pool if c in chunks]
-        scores = list(self.reranker(question, [chunks[c].text for c in pool]))  # type: ignore[misc]
+        reranker = self.reranker
+        assert reranker is not None, "the caller refuses rerank without a reranker"
+        scores = list(reranker(question, [chunks[c].text for c in pool]))
         ranked = [c for _, c in sorted(zip(scores, pool), key=lambda x: -x[0])]
         return (head + ranked)[: len(order)]
 

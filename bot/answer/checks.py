@@ -250,7 +250,7 @@ def check_answer(
         for marker in MARKER_RE.finditer(m.group(2)):
             n = int(marker.group(1))
             given = passages.get(n)
-            verified = bool(given) and quote_in(quote, given[1])
+            verified = given is not None and quote_in(quote, given[1])
             found_in = None
             if not verified:
                 found_in = next(

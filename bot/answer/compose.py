@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
 import numpy as np
 
@@ -146,6 +146,27 @@ class Composer(Protocol):
         definitions: Sequence[GlossaryEntry],
         aliases: Sequence[Expansion],
     ) -> Composition: ...
+
+
+class StreamingComposer(Composer, Protocol):
+    """A composer that writes as a stream (`streams = True`, as Claude's does): compose hands
+    each piece of text to `on_text` as it arrives."""
+
+    streams: bool
+
+    def compose(
+        self,
+        question: str,
+        passages: Sequence[Passage],
+        definitions: Sequence[GlossaryEntry],
+        aliases: Sequence[Expansion],
+        on_text: Callable[[str], None] | None = None,
+    ) -> Composition: ...
+
+
+def streams(composer: Composer) -> TypeGuard[StreamingComposer]:
+    """Whether the composer says it streams (a true `streams` attribute)."""
+    return bool(getattr(composer, "streams", False))
 
 
 @dataclass(frozen=True)

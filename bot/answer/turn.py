@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from bot.answer.checks import ClaimJudge, check_answer, flag_inline
-from bot.answer.compose import Composer, Composition
+from bot.answer.compose import Composer, Composition, streams
 from bot.answer.condense import condense
 from bot.answer.gate import Gate
 from bot.answer.passages import Passage, select_passages, with_windows
@@ -146,9 +146,10 @@ class Answerer:
         compose_args = (record.condensed_query, passages,
                         glossary.definitions_for(record.condensed_query), retrieval.expansions)
         releaser = None
-        if release is not None and getattr(self.composer, "streams", False) and self.claim_judge is None:
+        composer = self.composer
+        if release is not None and streams(composer) and self.claim_judge is None:
             releaser = SentenceRelease(release, *_grounds(passages, retrieval), started=t)
-            comp: Composition = self.composer.compose(*compose_args, on_text=releaser.feed)
+            comp: Composition = composer.compose(*compose_args, on_text=releaser.feed)
         else:
             comp = self.composer.compose(*compose_args)
         record.timings_ms["compose"] = round((time.perf_counter() - t) * 1000, 2)

@@ -225,7 +225,8 @@ def message_question(event: dict, event_id: str | None, retry_num: str | None,
     channel = event.get("channel", "")
     ts = event.get("ts")
     thread_ts = event.get("thread_ts")
-    whole = event.get("text") if isinstance(event.get("text"), str) else ""
+    given = event.get("text")
+    whole = given if isinstance(given, str) else ""
     text, cut_from = cut(whole)
     if event.get("channel_type") == "im":
         return Question(

@@ -38,7 +38,7 @@ class ThreadRecall:
                 return True
         except Exception as exc:  # noqa: BLE001 - Redis down: read the thread instead
             log.warning("thread_state_unavailable", error=str(exc))
-        messages = self._read_thread(q)
+        messages = self._read_thread(q, q.reply_thread_ts)
         if messages is None:
             return False
         ours = [m for m in messages if self.identity.wrote(m)]
@@ -54,13 +54,13 @@ class ThreadRecall:
         log.info("slack_thread_recalled", turns=len(turns), messages=len(messages))
         return True
 
-    def _read_thread(self, q: Question) -> list[dict] | None:
+    def _read_thread(self, q: Question, thread_ts: str) -> list[dict] | None:
         messages: list[dict] = []
         cursor = None
         try:
             for _ in range(RECALL_PAGES):
                 r = self.client.conversations_replies(
-                    channel=q.channel, ts=q.reply_thread_ts, include_all_metadata=True, limit=200,
+                    channel=q.channel, ts=thread_ts, include_all_metadata=True, limit=200,
                     cursor=cursor)
                 messages += r.get("messages") or []
                 cursor = (r.get("response_metadata") or {}).get("next_cursor")

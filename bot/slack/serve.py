@@ -32,7 +32,12 @@ def run(bot: SlackBot, *, port: int = 3000, host: str = "0.0.0.0", socket: bool 
         server = SlackHttpServer(bot.app, signing_secret=bot.config.signing_secret or "", host=host, port=port, readiness=readiness)
         warm_up.start()
         stopper = threading.Thread(target=server.stop, name="citebot-stop", daemon=True)
-        signal.signal(signal.SIGTERM, lambda *_: stopper.ident is None and stopper.start())
+
+        def stop_once(*_: object) -> None:
+            if stopper.ident is None:
+                stopper.start()
+
+        signal.signal(signal.SIGTERM, stop_once)
         try:
             server.serve_forever()
         except KeyboardInterrupt:

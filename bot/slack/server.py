@@ -150,7 +150,7 @@ def guarded(inner: WsgiApp, signing_secret: str, path: str = EVENTS_PATH,
 
         try:
             return inner(environ, recording)
-        except Exception as exc:  # noqa: BLE001 - a signed body Bolt cannot parse
+        except Exception as exc:  # a signed body Bolt cannot parse
             if started:
                 raise
             log.warning("slack_request_unparsable", error=f"{type(exc).__name__}: {exc}"[:300],

@@ -85,7 +85,8 @@ class MessageShortcut:
 
     def ask(self, body: dict, user: str | None, channel: str, respond: Respond) -> None:
         """Check, show progress and hand the turn on; always ends with a word to the person."""
-        message = body.get("message") if isinstance(body.get("message"), dict) else {}
+        given = body.get("message")
+        message: dict = given if isinstance(given, dict) else {}
         turn_id = new_turn_id()
         structlog.contextvars.bind_contextvars(turn_id=turn_id)
         thread_ts = str(message.get("thread_ts") or message.get("ts") or body.get("message_ts") or "")

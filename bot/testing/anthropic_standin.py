@@ -252,6 +252,7 @@ class AnthropicStandIn:
     def base_url(self) -> str:
         assert self._server is not None, "the stand-in is not running"
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str), "the stand-in listens on a TCP address"
         return f"http://{host}:{port}"
 
     # -- serving ---------------------------------------------------------------------
@@ -345,9 +346,9 @@ class AnthropicStandIn:
                     self.send_header("request-id", "req_standin_" + uuid.uuid4().hex[:12])
                     self.end_headers()
                     for event, data in sse_events(reply):
-                        if event == "content_block_delta" and reply.chunk_delay_s:
-                            if standin._stopping.wait(reply.chunk_delay_s):
-                                return
+                        if (event == "content_block_delta" and reply.chunk_delay_s
+                                and standin._stopping.wait(reply.chunk_delay_s)):
+                            return
                         self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
                         self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):

@@ -96,7 +96,7 @@ def main() -> None:
         es_url=args.es_url, index=args.index, es_timeout_s=args.es_timeout_s,
         redis_url=args.redis, redis_prefix=args.prefix, rate_limit_per_minute=10_000, **chosen)
     components = Components(settings)
-    components.embedder = HashingEmbedder()  # type: ignore[assignment]
+    components.embedder = HashingEmbedder()  # type: ignore[assignment]  # the Embedder's surface
     bot = build_bot(components)
     server = SlackHttpServer(bot.app, signing_secret=SIGNING_SECRET, host="127.0.0.1", port=0,
                              readiness=components.readiness)

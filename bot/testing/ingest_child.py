@@ -27,6 +27,7 @@ from pathlib import Path
 
 from bot.testing.embedder import HashingEmbedder
 from search.errors import CitebotError
+from search.store import Store
 
 
 class FaultyEmbedder(HashingEmbedder):
@@ -73,7 +74,7 @@ def main() -> int:
     if args.es_url:
         from search.elastic import ElasticStore, connect
 
-        store = ElasticStore(connect(args.es_url, timeout_s=10), alias=args.index)
+        store: Store = ElasticStore(connect(args.es_url, timeout_s=10), alias=args.index)
     else:
         from search.embedded import EmbeddedStore
 

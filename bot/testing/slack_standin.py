@@ -224,10 +224,10 @@ class SlackStandIn:
                 self._send(handler, status, b"<html>upstream error</html>", "text/html", {})
             return
         if token != self.token:
-            body: dict[str, Any] = {"ok": False, "error": "invalid_auth"}
+            answer: dict[str, Any] = {"ok": False, "error": "invalid_auth"}
         else:
-            body = self._answer(method, params)
-        self._send(handler, 200, json.dumps(body).encode(), "application/json; charset=utf-8")
+            answer = self._answer(method, params)
+        self._send(handler, 200, json.dumps(answer).encode(), "application/json; charset=utf-8")
 
     def _record(self, call: Call) -> None:
         with self._lock:
@@ -338,6 +338,7 @@ class SlackSender:
              signature: str | None = None, headers: dict[str, str] | None = None) -> Delivery:
         ts = str(int(time.time()) if timestamp is None else timestamp)
         sig = signature if signature is not None else self.verifier.generate_signature(timestamp=ts, body=body)
+        assert sig is not None, "slack_sdk signs every body that has a timestamp"
         all_headers = {"Content-Type": content_type, "X-Slack-Request-Timestamp": ts,
                        "X-Slack-Signature": sig, **(headers or {})}
         conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
