@@ -1,6 +1,6 @@
 """How many sections of real HTML get an anchor, and whether each anchor exists in its page.
 
-Loads every HTML page of the folders given as ingest would (ingest/loaders.py) and counts,
+Loads every HTML page of the folders given as ingest would (ingest/loaders/html.py) and counts,
 per folder: pages, pages with a canonical address, sections (chunks never span two), the
 text before a page's first heading (it links to the page itself), and of the sections under
 a heading: those whose heading has an anchor of its own, those that take an enclosing

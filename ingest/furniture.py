@@ -4,7 +4,7 @@ Navigation bars, breadcrumbs, site headers and footers, sidebars, tables of cont
 skip links, previous/next links, permalink (¶) and edit markers never become chunk
 text. Two kinds of evidence, neither tuned to one collection:
 
-- structure, read while an HTML page is parsed (ingest/loaders.py): landmark elements
+- structure, read while an HTML page is parsed (ingest/loaders/html.py): landmark elements
   and ARIA roles, and the class and id names the common generators give their
   furniture (the names below, each with the generator that uses it);
 - repetition across one ingested folder: a paragraph that stands verbatim on most pages

@@ -38,7 +38,7 @@ MAX_HTML_DEPTH = 1_000
 # stops there instead of filling memory.
 MAX_INFLATED_BYTES = 75_000_000
 # All the streams text extraction decodes in one PDF (its pages' content, forms and
-# ToUnicode maps; ingest/pdf_budget.py): 2,000 pages (MAX_PDF_PAGES) of dense text run to
+# ToUnicode maps; ingest/loaders/pdf_budget.py): 2,000 pages (MAX_PDF_PAGES) of dense text run to
 # about 40 KB of content each, 80 MB. Layout extraction parses some 4-8 MB of content a
 # second, so this bounds a file to ~25 s and its cached streams to 100 MB; 20 pages of
 # 70 MB each (every stream under the limit above) took 173 s and 1.87 GB without it.

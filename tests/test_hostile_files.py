@@ -135,7 +135,7 @@ def test_a_pdf_of_many_streams_each_under_the_limit_is_refused_by_its_total(tmp_
 def test_the_file_budget_counts_form_xobjects_once_and_skips_images(tmp_path):
     from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
-    from ingest.pdf_budget import charge_pages
+    from ingest.loaders.pdf_budget import charge_pages
 
     pdf = hostile.many_pages_pdf(tmp_path / "forms.pdf", 3)
     from pypdf import PdfReader, PdfWriter

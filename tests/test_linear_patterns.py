@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 import pytest
 
-from ingest.loaders import _is_dot_leader, _is_page_number, front_matter_url, load_html, load_markdown
+from ingest.loaders import front_matter_url, load_html, load_markdown
+from ingest.loaders.pdf import _is_dot_leader, _is_page_number
 from search.text import _WORD, _starts_sentence, joined_terms, name_like
 from tests.fuzz_support import within_budget
 
