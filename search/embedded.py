@@ -10,212 +10,38 @@ before it measured them again leaves none rather than the old collection's, and 
 run measures them. One ingest at a time: `ingest_lock()` holds an exclusive fcntl lock on
 `ingest.lock` in the store's directory, and a second ingest is refused with the pid of
 the one running (readers never take it).
+
+Beside it: the schema's migrations (search/embedded_migrations.py), the shared connection
+and scope predicate (search/embedded_connection.py), the lexical reads
+(search/embedded_lexical.py).
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
-import logging
 import os
-import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from search.embedded_connection import SerialConnection, in_scope
+from search.embedded_lexical import LexicalReads
+from search.embedded_migrations import migrate, write_pending_stems, write_stems
 from search.errors import DimensionError, IngestLockedError, ModelMismatchError, StoreError
 from search.scope import Scope, limiting
-from search.text import query_stems, stems
-from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window, WindowScore
-
-log = logging.getLogger("citebot.search")
+from search.types import Chunk, DocumentRecord, ModelStamp, Window, WindowScore
 
 DB_NAME = "citebot.sqlite3"
 LOCK_NAME = "ingest.lock"
 
-# How many FTS5 matches one lexical group may contribute before fusion. The arms hand
-# fusion at most a few dozen candidates; 500 leaves room for a common term on a 10k-chunk
-# corpus without sorting the whole index.
-LEXICAL_GROUP_LIMIT = 500
 
-# BM25 weight of the heading path against the passage text (1.0). Headings name what a
-# section is about ("Per diem", "Escalation"), but they repeat over every chunk of a
-# long section, so they count for half.
-HEADING_WEIGHT = 0.5
-
-# Spelling candidates lie within this many edits (search/retrieve.py's typo fixer).
-SPELLING_MAX_EDITS = 2
-# Vocabularies kept in memory for spelling (one per scope); a new version clears them.
-VOCAB_CACHE_SCOPES = 16
-
-# The scope predicate in SQL: citebot_in_scope(source, regex) is 1 when the scope's regex
-# (search.scope.Scope.regex) matches the whole source path.
-_IN_SCOPE = "SELECT id FROM chunks WHERE citebot_in_scope(source, ?)"
-
-
-@lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.DOTALL)
-
-
-def _in_scope(source: str, pattern: str) -> int:
-    return int(_regex(pattern).fullmatch(source) is not None)
-
-
-class _Rows(list):
-    """A statement's rows, read to the end: fetchone(), fetchall() and lastrowid as on a cursor."""
-
-    lastrowid: int | None = None
-
-    def fetchone(self):
-        return self[0] if self else None
-
-    def fetchall(self) -> list:
-        return list(self)
-
-
-class _SerialConnection:
-    """The store's one SQLite connection, shared by threads, one statement at a time.
-
-    A statement that calls back into Python (citebot_in_scope, the scope predicate) needs the
-    GIL while SQLite holds the connection's mutex; a second thread that holds the GIL and
-    binds or steps a statement on the same connection waits for that mutex: both wait for
-    ever (two scoped Slack turns at once hung tests/test_slack_scopes.py in CI). So every
-    statement runs, and is read to the end, under the store's lock; waiting for a Python
-    lock gives the GIL up."""
-
-    def __init__(self, db: sqlite3.Connection, lock: threading.RLock) -> None:
-        self._db = db
-        self._lock = lock
-
-    def execute(self, sql: str, params: Sequence = ()) -> _Rows:
-        with self._lock:
-            cursor = self._db.execute(sql, params)
-            rows = _Rows(cursor.fetchall())
-            rows.lastrowid = cursor.lastrowid
-            return rows
-
-    def executemany(self, sql: str, rows) -> None:
-        with self._lock:
-            self._db.executemany(sql, rows)
-
-    def create_function(self, *args, **kwargs) -> None:
-        with self._lock:
-            self._db.create_function(*args, **kwargs)
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-
-_MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = []
-
-
-def migration(fn: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
-    """Register a schema step; steps run once each, in the order they are defined."""
-    _MIGRATIONS.append((fn.__name__, fn))
-    return fn
-
-
-def _run_script(db: sqlite3.Connection, sql: str) -> None:
-    """Statement by statement: executescript() would commit the migration's transaction."""
-    for statement in sql.split(";"):
-        if statement.strip():
-            db.execute(statement)
-
-
-@migration
-def m001_initial(db: sqlite3.Connection) -> None:
-    _run_script(db, 
-        """
-        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE documents (
-            doc_id TEXT PRIMARY KEY, source TEXT UNIQUE NOT NULL, content_hash TEXT NOT NULL,
-            title TEXT NOT NULL, format TEXT NOT NULL);
-        CREATE TABLE chunks (
-            id INTEGER PRIMARY KEY, chunk_id TEXT UNIQUE NOT NULL,
-            doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-            source TEXT NOT NULL, ordinal INTEGER NOT NULL, heading_path TEXT NOT NULL,
-            page TEXT, text TEXT NOT NULL, tokens INTEGER NOT NULL,
-            overlap_prev INTEGER NOT NULL, overlap_next INTEGER NOT NULL);
-        CREATE INDEX chunks_by_doc ON chunks(doc_id, ordinal);
-        CREATE TABLE windows (
-            chunk_rowid INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
-            idx INTEGER NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL,
-            vector BLOB NOT NULL, PRIMARY KEY (chunk_rowid, idx));
-        CREATE VIRTUAL TABLE chunks_fts USING fts5(
-            text, heading, tokenize = 'unicode61 remove_diacritics 2');
-        CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
-        """
-    )
-
-
-@migration
-def m002_turns(db: sqlite3.Connection) -> None:
-    _run_script(db, 
-        """
-        CREATE TABLE turns (turn_id TEXT PRIMARY KEY, created_at TEXT NOT NULL,
-                            record TEXT NOT NULL);
-        CREATE TABLE feedback (turn_id TEXT NOT NULL, at TEXT NOT NULL, user TEXT,
-                               value TEXT NOT NULL);
-        CREATE INDEX feedback_by_turn ON feedback(turn_id);
-        """
-    )
-
-
-@migration
-def m003_superseded(db: sqlite3.Connection) -> None:
-    db.execute("ALTER TABLE chunks ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0")
-
-
-@migration
-def m004_links(db: sqlite3.Connection) -> None:
-    """Where a chunk opens (search/links.py). Chunks stored before have neither; ingest
-    writes documents that have them again (ingest.pipeline.LINKS_VERSION)."""
-    db.execute("ALTER TABLE chunks ADD COLUMN url TEXT")
-    db.execute("ALTER TABLE chunks ADD COLUMN anchor TEXT")
-
-
-@migration
-def m005_stems(db: sqlite3.Connection) -> None:
-    """The stemmed lexical fields (search.text.stems): the term groups' BM25 reads them;
-    phrases, document frequencies and the vocabulary keep reading chunks_fts's words.
-    Filled from the stored chunks, so a store ingested before needs no re-ingest."""
-    db.execute("CREATE VIRTUAL TABLE chunks_stems USING fts5("
-               "stems, heading, tokenize = 'unicode61 remove_diacritics 2')")
-    for rowid, text, heading_path in db.execute("SELECT id, text, heading_path FROM chunks").fetchall():
-        _write_stems(db, rowid, text, json.loads(heading_path))
-
-
-def _write_stems(db: sqlite3.Connection, rowid: int, text: str, heading_path: Sequence[str]) -> None:
-    """One chunk's row of chunks_stems: the stems of its text and of its heading path."""
-    db.execute("INSERT INTO chunks_stems (rowid, stems, heading) VALUES (?, ?, ?)",
-               (rowid, " ".join(stems(text)), " ".join(stems(" ".join(heading_path)))))
-
-
-@migration
-def m006_stems_follow_chunks(db: sqlite3.Connection) -> None:
-    """Triggers that keep chunks_stems true to chunks whoever writes them: a citebot from
-    before m005 (a downgrade) writes chunks but no stems. A deleted chunk takes its stems
-    row with it; an inserted one is listed in stems_pending until its stems are written,
-    by this version's ingest in the same transaction or, for one an older version wrote,
-    when the store is next opened (EmbeddedStore._stem_pending)."""
-    # One statement each: a trigger's body holds semicolons, which _run_script splits on.
-    db.execute("CREATE TABLE stems_pending (chunk_rowid INTEGER PRIMARY KEY)")
-    db.execute("CREATE TRIGGER chunks_stems_pending AFTER INSERT ON chunks BEGIN"
-               " INSERT OR IGNORE INTO stems_pending VALUES (new.id); END")
-    db.execute("CREATE TRIGGER chunks_stems_delete AFTER DELETE ON chunks BEGIN"
-               " DELETE FROM chunks_stems WHERE rowid = old.id;"
-               " DELETE FROM stems_pending WHERE chunk_rowid = old.id; END")
-
-
-class EmbeddedStore:
+class EmbeddedStore(LexicalReads):
     """SQLite + FTS5 + numpy store in one directory."""
 
     def __init__(self, directory: Path) -> None:
@@ -231,13 +57,13 @@ class EmbeddedStore:
                 "set CITEBOT_STORE to a writable directory"
             ) from exc
         self._lock = threading.RLock()
-        self._db = _SerialConnection(self._db, self._lock)  # type: ignore[assignment]  # a proxy
+        self._db = SerialConnection(self._db, self._lock)  # type: ignore[assignment]  # a proxy
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.execute("PRAGMA busy_timeout=10000")
-        self._migrate()
-        self._stem_pending()
-        self._db.create_function("citebot_in_scope", 2, _in_scope, deterministic=True)
+        migrate(self._db, self._lock)
+        write_pending_stems(self._db, self._lock)
+        self._db.create_function("citebot_in_scope", 2, in_scope, deterministic=True)
         # Per-chunk term instances, for document frequencies and the vocabulary under a scope
         # (chunks_vocab counts the whole collection). A temp table: nothing is stored.
         self._db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_instances"
@@ -245,43 +71,6 @@ class EmbeddedStore:
         self._matrix: tuple[int, np.ndarray, np.ndarray, list[str], list[str]] | None = None
         self._masks: dict[tuple[int, tuple[str, ...]], np.ndarray] = {}
         self._vocab_cache: dict[tuple[int, tuple[str, ...]], list[str]] = {}
-
-    # -- schema ---------------------------------------------------------------------------
-    def _migrate(self) -> None:
-        with self._lock:
-            self._db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY)")
-            done = {r[0] for r in self._db.execute("SELECT name FROM _migrations")}
-            for name, step in _MIGRATIONS:
-                if name in done:
-                    continue
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    step(self._db)
-                    self._db.execute("INSERT INTO _migrations VALUES (?)", (name,))
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-
-    def _stem_pending(self) -> None:
-        """Write the stems of chunks that an older citebot stored without them (m006)."""
-        with self._lock:
-            if self._db.execute("SELECT 1 FROM stems_pending LIMIT 1").fetchone() is None:
-                return
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                rows = self._db.execute(
-                    "SELECT c.id, c.text, c.heading_path FROM stems_pending p"
-                    " JOIN chunks c ON c.id = p.chunk_rowid").fetchall()
-                for rowid, text, heading_path in rows:
-                    self._db.execute("DELETE FROM chunks_stems WHERE rowid = ?", (rowid,))
-                    _write_stems(self._db, rowid, text, json.loads(heading_path))
-                self._db.execute("DELETE FROM stems_pending")
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-        log.info("wrote the stems of %d chunks stored by an older citebot", len(rows))
 
     # -- stamp ----------------------------------------------------------------------------
     def stamp(self) -> ModelStamp | None:
@@ -346,7 +135,7 @@ class EmbeddedStore:
                         "INSERT INTO chunks_fts (rowid, text, heading) VALUES (?, ?, ?)",
                         (rowid, c.text, " ".join(c.heading_path)),
                     )
-                    _write_stems(self._db, rowid, c.text, c.heading_path)
+                    write_stems(self._db, rowid, c.text, c.heading_path)
                     self._db.execute("DELETE FROM stems_pending WHERE chunk_rowid = ?", (rowid,))
                 self._db.executemany(
                     "INSERT INTO windows VALUES (?, ?, ?, ?, ?)",
@@ -551,112 +340,6 @@ class EmbeddedStore:
         for (cid, start, end, _), score in zip(rows, scores, strict=True):
             out.setdefault(cid, []).append(WindowScore(int(start), int(end), float(score)))
         return out
-
-    def _match(self, expression: str, limit: int, scope: Scope | None = None,
-               table: str = "chunks_fts") -> list[tuple[int, float]]:
-        scope = limiting(scope)
-        if scope is None:
-            rows = self._db.execute(
-                f"SELECT rowid, bm25({table}, 1.0, ?) FROM {table} WHERE {table} MATCH ?"
-                f" ORDER BY bm25({table}, 1.0, ?) LIMIT ?",
-                (HEADING_WEIGHT, expression, HEADING_WEIGHT, limit))
-        else:
-            # The matches first, then each one's source (CROSS JOIN keeps that order): a
-            # `rowid IN (…)` filter makes FTS5 run the MATCH once per allowed rowid, which
-            # took minutes a question on the 367-chunk sample.
-            rows = self._db.execute(
-                f"SELECT {table}.rowid, bm25({table}, 1.0, ?) FROM {table}"
-                f" CROSS JOIN chunks c ON c.id = {table}.rowid"
-                f" WHERE {table} MATCH ? AND citebot_in_scope(c.source, ?)"
-                f" ORDER BY bm25({table}, 1.0, ?) LIMIT ?",
-                (HEADING_WEIGHT, expression, scope.regex.pattern, HEADING_WEIGHT, limit))
-        return [(int(r[0]), -float(r[1])) for r in rows]
-
-    def lexical(self, query: LexicalQuery, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
-        scores: dict[int, float] = {}
-        for group in query.groups:
-            if not group.terms:
-                continue
-            if group.stemmed:
-                terms = [" ".join(s) for s in map(query_stems, group.terms) if s]
-                table = "chunks_stems"
-            else:
-                terms, table = list(group.terms), "chunks_fts"
-            if not terms:
-                continue
-            expression = " OR ".join(f'"{t}"' for t in terms)
-            for rowid, score in self._match(expression, LEXICAL_GROUP_LIMIT, scope, table):
-                scores[rowid] = scores.get(rowid, 0.0) + group.weight * score
-        for phrase, weight in query.phrases:
-            for rowid, score in self._match(f'text : "{phrase}"', LEXICAL_GROUP_LIMIT, scope):
-                scores[rowid] = scores.get(rowid, 0.0) + weight * score
-        top = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
-        return self._ids_for(top)
-
-    def _ids_for(self, ranked: list[tuple[int, float]]) -> list[tuple[str, float]]:
-        if not ranked:
-            return []
-        marks = ",".join("?" * len(ranked))
-        ids = dict(self._db.execute(
-            f"SELECT id, chunk_id FROM chunks WHERE id IN ({marks})", [r for r, _ in ranked]))
-        return [(ids[r], s) for r, s in ranked if r in ids]
-
-    def phrase_matches(self, phrase: Sequence[str], limit: int, *,
-                       scope: Scope | None = None) -> list[str]:
-        rows = self._match('text : "' + " ".join(phrase) + '"', limit + 1, scope)
-        return [cid for cid, _ in self._ids_for(rows)]
-
-    def phrase_matches_many(self, phrases: Sequence[Sequence[str]], limit: int, *,
-                            scope: Scope | None = None) -> list[list[str]]:
-        return [self.phrase_matches(p, limit, scope=scope) for p in phrases]
-
-    def spelling_candidates(self, terms: Sequence[str], *,
-                            scope: Scope | None = None) -> dict[str, list[str]]:
-        """Words of the (scoped) vocabulary of about the right length sharing the first or
-        second letter: an in-process scan of a vocabulary read once per collection version."""
-        out: dict[str, list[str]] = {}
-        vocab = self._vocabulary_cached(scope)
-        for term in dict.fromkeys(terms):
-            out[term] = [
-                c for c in vocab
-                if abs(len(c) - len(term)) <= SPELLING_MAX_EDITS and c != term
-                and (c[:1] == term[:1] or c[1:2] == term[1:2])
-            ]
-        return out
-
-    def _vocabulary_cached(self, scope: Scope | None) -> list[str]:
-        scope = limiting(scope)
-        with self._lock:
-            version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
-            key = (version, scope.key if scope is not None else ())
-            if key not in self._vocab_cache:
-                if len(self._vocab_cache) >= VOCAB_CACHE_SCOPES:
-                    self._vocab_cache.clear()
-                self._vocab_cache[key] = sorted(self.vocabulary(scope=scope))
-            return self._vocab_cache[key]
-
-    def doc_freqs(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, int]:
-        if not terms:
-            return {}
-        scope = limiting(scope)
-        marks = ",".join("?" * len(terms))
-        if scope is None:
-            found = dict(self._db.execute(
-                f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", list(terms)))
-        else:
-            found = dict(self._db.execute(
-                f"SELECT term, count(DISTINCT doc) FROM temp.chunks_instances WHERE term IN ({marks})"
-                f" AND doc IN ({_IN_SCOPE}) GROUP BY term", [*terms, scope.regex.pattern]))
-        return {t: int(found.get(t, 0)) for t in terms}
-
-    def vocabulary(self, *, scope: Scope | None = None) -> set[str]:
-        """Every indexed term (for typo correction); under a scope, those of its chunks."""
-        scope = limiting(scope)
-        if scope is None:
-            return {r[0] for r in self._db.execute("SELECT term FROM chunks_vocab")}
-        return {r[0] for r in self._db.execute(
-            f"SELECT DISTINCT term FROM temp.chunks_instances WHERE doc IN ({_IN_SCOPE})",
-            (scope.regex.pattern,))}
 
     # -- turn log -------------------------------------------------------------------------
     def put_turn(self, turn_id: str, created_at: str, record: dict) -> None:

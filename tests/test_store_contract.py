@@ -430,13 +430,13 @@ def test_an_embedded_store_written_before_links_opens_and_reads_without_them(tmp
     import json
     import sqlite3
 
-    from search import embedded
+    from search import embedded, embedded_migrations
 
     path = tmp_path / "old"
     path.mkdir()
     db = sqlite3.connect(path / embedded.DB_NAME, isolation_level=None)
     db.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY)")
-    before = [(n, step) for n, step in embedded._MIGRATIONS if n < "m004"]
+    before = [(n, step) for n, step in embedded_migrations._MIGRATIONS if n < "m004"]
     assert [n for n, _ in before] == ["m001_initial", "m002_turns", "m003_superseded"]
     for name, step in before:
         step(db)

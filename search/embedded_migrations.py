@@ -1,0 +1,157 @@
+"""The embedded store's schema: a registry of named migrations, run once each, in order.
+
+`migrate()` runs the steps a store has not had yet, each in its own transaction, and
+records them in `_migrations`; `write_pending_stems()` writes the stems of chunks an older
+citebot stored without them (m006). A new schema step is a new `@migration` function
+appended at the end; steps already shipped are never edited.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+
+from search.text import stems
+
+log = logging.getLogger("citebot.search")
+
+_MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = []
+
+
+def migration(fn: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
+    """Register a schema step; steps run once each, in the order they are defined."""
+    _MIGRATIONS.append((fn.__name__, fn))
+    return fn
+
+
+def _run_script(db: sqlite3.Connection, sql: str) -> None:
+    """Statement by statement: executescript() would commit the migration's transaction."""
+    for statement in sql.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+@migration
+def m001_initial(db: sqlite3.Connection) -> None:
+    _run_script(db, 
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE documents (
+            doc_id TEXT PRIMARY KEY, source TEXT UNIQUE NOT NULL, content_hash TEXT NOT NULL,
+            title TEXT NOT NULL, format TEXT NOT NULL);
+        CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY, chunk_id TEXT UNIQUE NOT NULL,
+            doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+            source TEXT NOT NULL, ordinal INTEGER NOT NULL, heading_path TEXT NOT NULL,
+            page TEXT, text TEXT NOT NULL, tokens INTEGER NOT NULL,
+            overlap_prev INTEGER NOT NULL, overlap_next INTEGER NOT NULL);
+        CREATE INDEX chunks_by_doc ON chunks(doc_id, ordinal);
+        CREATE TABLE windows (
+            chunk_rowid INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL,
+            vector BLOB NOT NULL, PRIMARY KEY (chunk_rowid, idx));
+        CREATE VIRTUAL TABLE chunks_fts USING fts5(
+            text, heading, tokenize = 'unicode61 remove_diacritics 2');
+        CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
+        """
+    )
+
+
+@migration
+def m002_turns(db: sqlite3.Connection) -> None:
+    _run_script(db, 
+        """
+        CREATE TABLE turns (turn_id TEXT PRIMARY KEY, created_at TEXT NOT NULL,
+                            record TEXT NOT NULL);
+        CREATE TABLE feedback (turn_id TEXT NOT NULL, at TEXT NOT NULL, user TEXT,
+                               value TEXT NOT NULL);
+        CREATE INDEX feedback_by_turn ON feedback(turn_id);
+        """
+    )
+
+
+@migration
+def m003_superseded(db: sqlite3.Connection) -> None:
+    db.execute("ALTER TABLE chunks ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0")
+
+
+@migration
+def m004_links(db: sqlite3.Connection) -> None:
+    """Where a chunk opens (search/links.py). Chunks stored before have neither; ingest
+    writes documents that have them again (ingest.pipeline.LINKS_VERSION)."""
+    db.execute("ALTER TABLE chunks ADD COLUMN url TEXT")
+    db.execute("ALTER TABLE chunks ADD COLUMN anchor TEXT")
+
+
+@migration
+def m005_stems(db: sqlite3.Connection) -> None:
+    """The stemmed lexical fields (search.text.stems): the term groups' BM25 reads them;
+    phrases, document frequencies and the vocabulary keep reading chunks_fts's words.
+    Filled from the stored chunks, so a store ingested before needs no re-ingest."""
+    db.execute("CREATE VIRTUAL TABLE chunks_stems USING fts5("
+               "stems, heading, tokenize = 'unicode61 remove_diacritics 2')")
+    for rowid, text, heading_path in db.execute("SELECT id, text, heading_path FROM chunks").fetchall():
+        write_stems(db, rowid, text, json.loads(heading_path))
+
+
+def write_stems(db: sqlite3.Connection, rowid: int, text: str, heading_path: Sequence[str]) -> None:
+    """One chunk's row of chunks_stems: the stems of its text and of its heading path."""
+    db.execute("INSERT INTO chunks_stems (rowid, stems, heading) VALUES (?, ?, ?)",
+               (rowid, " ".join(stems(text)), " ".join(stems(" ".join(heading_path)))))
+
+
+@migration
+def m006_stems_follow_chunks(db: sqlite3.Connection) -> None:
+    """Triggers that keep chunks_stems true to chunks whoever writes them: a citebot from
+    before m005 (a downgrade) writes chunks but no stems. A deleted chunk takes its stems
+    row with it; an inserted one is listed in stems_pending until its stems are written,
+    by this version's ingest in the same transaction or, for one an older version wrote,
+    when the store is next opened (write_pending_stems)."""
+    # One statement each: a trigger's body holds semicolons, which _run_script splits on.
+    db.execute("CREATE TABLE stems_pending (chunk_rowid INTEGER PRIMARY KEY)")
+    db.execute("CREATE TRIGGER chunks_stems_pending AFTER INSERT ON chunks BEGIN"
+               " INSERT OR IGNORE INTO stems_pending VALUES (new.id); END")
+    db.execute("CREATE TRIGGER chunks_stems_delete AFTER DELETE ON chunks BEGIN"
+               " DELETE FROM chunks_stems WHERE rowid = old.id;"
+               " DELETE FROM stems_pending WHERE chunk_rowid = old.id; END")
+
+def migrate(db: sqlite3.Connection, lock: threading.RLock) -> None:
+    """Run the registered steps this store has not had yet, each in one transaction."""
+    with lock:
+        db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY)")
+        done = {r[0] for r in db.execute("SELECT name FROM _migrations")}
+        for name, step in _MIGRATIONS:
+            if name in done:
+                continue
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                step(db)
+                db.execute("INSERT INTO _migrations VALUES (?)", (name,))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+
+def write_pending_stems(db: sqlite3.Connection, lock: threading.RLock) -> None:
+    """Write the stems of chunks that an older citebot stored without them (m006)."""
+    with lock:
+        if db.execute("SELECT 1 FROM stems_pending LIMIT 1").fetchone() is None:
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            rows = db.execute(
+                "SELECT c.id, c.text, c.heading_path FROM stems_pending p"
+                " JOIN chunks c ON c.id = p.chunk_rowid").fetchall()
+            for rowid, text, heading_path in rows:
+                db.execute("DELETE FROM chunks_stems WHERE rowid = ?", (rowid,))
+                write_stems(db, rowid, text, json.loads(heading_path))
+            db.execute("DELETE FROM stems_pending")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    log.info("wrote the stems of %d chunks stored by an older citebot", len(rows))
