@@ -346,7 +346,7 @@ def measure(store, embedder: Embedder, concurrency: int, passes: int) -> dict[st
 def shard_agreement(store, embedder: Embedder, n: int) -> dict[str, float] | None:
     """Against the one-shard index of the same chunks (when loaded): the share of questions
     with the same hybrid top 10 (ids in order) and the mean overlap of the two top-10 sets.
-    Phrase scores use each shard's statistics (search/elastic_query.py), so this measures
+    Phrase scores use each shard's statistics (search/elastic/query.py), so this measures
     that approximation."""
     one = open_elastic(n, 1)
     try:
