@@ -288,7 +288,7 @@ def elastic_copy(source: EmbeddedStore, alias: str):
     store = ElasticStore(connect(elastic_url(), timeout_s=120), alias=alias)
     try:
         stamp = store.stamp()
-    except StoreError:  # an index of an older format (search/elastic.py INDEX_FORMAT): fill again
+    except StoreError:  # an index of an older format (search/elastic/mapping.py INDEX_FORMAT): fill again
         stamp = None
     if stamp is None or store.chunk_count() != source.chunk_count() or stamp != source.stamp():
         seconds = copy_into(source, store)

@@ -10,7 +10,7 @@ quality is; see benchmarks/quality.py). On the large corpus (10,000+
 chunks) and on examples/.
 
 Layouts:
-  nested      one document per chunk, its windows as nested vectors (search/elastic.py)
+  nested      one document per chunk, its windows as nested vectors (search/elastic/mapping.py)
   per-window  one document per window, collapsed to its chunk (k x windows-per-chunk
               hits asked for, so k distinct chunks survive the collapse)
 Quantisation (index_options.type): hnsw (float), int8_hnsw, bbq_hnsw (this version's
@@ -38,8 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus
 
 from ingest.embedder import Embedder
-from search import elastic
-from search.elastic import ElasticStore, connect
+from search.elastic import ElasticStore, connect, mapping
 from search.embedded import EmbeddedStore
 
 K = 30  # the Retriever's pool (search.retrieve.POOL_SIZE)
@@ -62,12 +61,12 @@ def query_vectors(embedder: Embedder, store: EmbeddedStore, questions: list[str]
 
 def build_nested(source: EmbeddedStore, alias: str, quantisation: str) -> ElasticStore:
     options = {"type": quantisation, "m": 16, "ef_construction": 100}
-    saved = elastic.INDEX_OPTIONS
-    elastic.INDEX_OPTIONS = options
+    saved = mapping.INDEX_OPTIONS
+    mapping.INDEX_OPTIONS = options
     try:
         return corpus.elastic_copy(source, alias)
     finally:
-        elastic.INDEX_OPTIONS = saved
+        mapping.INDEX_OPTIONS = saved
 
 
 def build_per_window(source: EmbeddedStore, index: str) -> None:

@@ -196,7 +196,7 @@ def load_elastic(store, embedder: Embedder, n: int) -> tuple[float, int]:
     includes the merge)."""
     from elasticsearch.helpers import parallel_bulk
 
-    from search import elastic
+    from search.elastic import mapping, writer
 
     started = time.perf_counter()
     store.open_for(LOAD_STAMP)
@@ -207,16 +207,16 @@ def load_elastic(store, embedder: Embedder, n: int) -> tuple[float, int]:
         nonlocal windows
         for rec, chunks, wins in documents(embedder, n):
             windows += len(wins)
-            yield elastic._document_action(index, rec)
+            yield mapping._document_action(index, rec)
             by_chunk: dict[str, list[Window]] = {}
             for w in wins:
                 by_chunk.setdefault(w.chunk_id, []).append(w)
             for c in chunks:
-                yield elastic._chunk_action(index, c, by_chunk[c.chunk_id])
+                yield mapping._chunk_action(index, c, by_chunk[c.chunk_id])
 
     for done, (ok, item) in enumerate(parallel_bulk(store.es.options(request_timeout=600), actions(),
                                   thread_count=BULK_THREADS, chunk_size=BULK_DOCS,
-                                  max_chunk_bytes=elastic.BULK_MAX_BYTES), start=1):
+                                  max_chunk_bytes=writer.BULK_MAX_BYTES), start=1):
         if not ok:
             raise SystemExit(f"bulk load refused a document: {item}")
         if done % 50_000 == 0:
@@ -346,7 +346,7 @@ def measure(store, embedder: Embedder, concurrency: int, passes: int) -> dict[st
 def shard_agreement(store, embedder: Embedder, n: int) -> dict[str, float] | None:
     """Against the one-shard index of the same chunks (when loaded): the share of questions
     with the same hybrid top 10 (ids in order) and the mean overlap of the two top-10 sets.
-    Phrase scores use each shard's statistics (search/elastic_query.py), so this measures
+    Phrase scores use each shard's statistics (search/elastic/query.py), so this measures
     that approximation."""
     one = open_elastic(n, 1)
     try:

@@ -81,7 +81,7 @@ class Progress:
     def finishing(self) -> None:
         """Say that the writing is done and the store is completing the collection: an
         Elasticsearch build merges its segments then, minutes at 100k+ chunks (the merge
-        of 1M chunks took 21 min, search/elastic.py MERGE_TIMEOUT_S)."""
+        of 1M chunks took 21 min, search/elastic/lifecycle.py MERGE_TIMEOUT_S)."""
         if self.enabled:
             self._draw(f"{self._counts()} · finishing the collection")
 

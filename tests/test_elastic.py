@@ -29,7 +29,7 @@ es_url, es_alias = elastic_support.es_url, elastic_support.es_alias  # fixtures
 PARITY_MIN_SHARE = 0.9
 TOP = 5
 # The lexical arms rank differently (Elasticsearch's BM25 against FTS5's bm25(), see
-# search/elastic_query.py), so lexical and hybrid are held to quality: Recall@5 over the
+# search/elastic/query.py), so lexical and hybrid are held to quality: Recall@5 over the
 # 56 answerable sample questions at most this far below the embedded store's (2 of 56).
 # Measured: embedded 0.839, Elasticsearch 0.821 (1 of 56 fewer), lexical and hybrid
 # (docs/decisions/0018-elasticsearch-bm25.md).

@@ -521,10 +521,11 @@ def _alias_an_index_of_an_earlier_layout(es_url: str, es_alias: str, left_out: t
     """The KITCHEN document in an index as an earlier version wrote it: today's mapping and
     chunks without the fields `left_out` (and with that version's index format), behind
     the alias."""
-    from search import elastic
+    from search.elastic import client as elastic_client
+    from search.elastic import mapping as elastic_mapping
 
-    client = elastic.connect(es_url)
-    mapping = elastic.mapping_for(STAMP, "complete")
+    client = elastic_client.connect(es_url)
+    mapping = elastic_mapping.mapping_for(STAMP, "complete")
     if format is not None:
         mapping["_meta"]["citebot"]["format"] = format
     for name in left_out:
@@ -532,9 +533,9 @@ def _alias_an_index_of_an_earlier_layout(es_url: str, es_alias: str, left_out: t
     old_index = f"{es_alias}-v{'0' * 20}"
     client.indices.create(index=old_index, settings={"number_of_shards": 1}, mappings=mapping)
     doc, chunks, windows = KITCHEN
-    actions = [elastic._document_action(old_index, doc)]
+    actions = [elastic_mapping._document_action(old_index, doc)]
     for c in chunks:
-        action = elastic._chunk_action(old_index, c, [w for w in windows if w.chunk_id == c.chunk_id])
+        action = elastic_mapping._chunk_action(old_index, c, [w for w in windows if w.chunk_id == c.chunk_id])
         for name in left_out:
             del action["_source"][name]
         actions.append(action)

@@ -1,6 +1,6 @@
 """The Elasticsearch store's reads for retrieval: the dense and lexical arms, phrases,
 document frequencies, spelling candidates and the vocabulary (a mixin of
-search.elastic.ElasticStore, which provides the client, the alias and `_search`).
+search.elastic.store.ElasticStore, which provides the client, the alias and `_search`).
 
 What each costs per question, so that it does not grow with the collection:
 
