@@ -37,7 +37,8 @@ if str(REPO) not in sys.path:
 from ingest.chunker import chunk_document, doc_id_for
 from ingest.embedder import Embedder
 from ingest.loaders import load
-from ingest.pipeline import ingest, prepare, without
+from ingest.pipeline import ingest, prepare
+from ingest.planning import without
 from search.embedded import DB_NAME, EmbeddedStore
 from search.errors import IngestError
 from search.types import Chunk, DocumentRecord, Window

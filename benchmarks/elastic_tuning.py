@@ -41,7 +41,7 @@ from ingest.embedder import Embedder
 from search.elastic import ElasticStore, connect, mapping
 from search.embedded import EmbeddedStore
 
-K = 30  # the Retriever's pool (search.retrieve.POOL_SIZE)
+K = 30  # the Retriever's pool (search.retrieval_config.POOL_SIZE)
 CANDIDATES = (30, 60, 100, 200, 400)
 QUANTISATIONS = ("hnsw", "int8_hnsw", "bbq_hnsw")
 REPEATS = 3

@@ -145,7 +145,8 @@ def _judge_embedded(store_dir: Path, folder: Path, old, new, old_null, new_null)
     from search import calibration
     from search.embedded import EmbeddedStore
     from search.glossary import Glossary
-    from search.retrieve import RetrievalConfig, Retriever
+    from search.retrieval_config import RetrievalConfig
+    from search.retrieve import Retriever
 
     embedder = HashingEmbedder()
     problems = audit_embedded(store_dir)

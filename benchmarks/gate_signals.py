@@ -12,7 +12,7 @@ glossary, exactly as `citebot eval` runs it. Tune on the tuned collections' dev 
 always read whole (all its items are held out).
 
 Signals. Retrieval: dense_top, dense_z (against the collection's null, search.calibration),
-coverage, best_coverage (search.retrieve.Support). Answer level, from the top
+coverage, best_coverage (search.support.Support). Answer level, from the top
 BEST_COVERAGE_HITS passages as the composer reads them (bot.answer.sentences, stems of
 bot.answer.compose):
   sentence_coverage  the question's IDF word weight that one sentence holds (best sentence)
@@ -53,7 +53,8 @@ from bot.evaluate import load_items
 from ingest.embedder import Embedder
 from search.embedded import EmbeddedStore
 from search.glossary import Glossary
-from search.retrieve import BEST_COVERAGE_HITS, Retriever
+from search.retrieval_config import BEST_COVERAGE_HITS
+from search.retrieve import Retriever
 from search.text import content_words, words
 from search.types import Hit
 

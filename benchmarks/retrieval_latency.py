@@ -12,7 +12,7 @@ first run builds it, about 6 minutes on 2 shared cores). Also prints the share o
         [--reranker PATH] [--stems-cost] [--json]
 
 --stems-cost measures each backend a second time with the stemmed term groups off
-(RetrievalConfig.stemming, search/retrieve.py STEM_WEIGHT) and prints what they cost:
+(RetrievalConfig.stemming, search/retrieval_config.py STEM_WEIGHT) and prints what they cost:
 the lexical and total p50 with them over without, in the same run.
 
 No reranker weights can be downloaded on this project's machines; with --reranker (a
@@ -35,7 +35,8 @@ import corpus
 
 from ingest.embedder import Embedder
 from search.glossary import Glossary
-from search.retrieve import RetrievalConfig, Retriever
+from search.retrieval_config import RetrievalConfig
+from search.retrieve import Retriever
 from search.store import Store
 
 # Passes over the question set after one warm-up pass (caches, JIT, HNSW pages).

@@ -76,7 +76,8 @@ from ingest.embedder import MODEL_WINDOW_TOKENS, SPECIAL_TOKENS, WINDOW_OVERLAP_
 from ingest.loaders import load
 from search.errors import IngestError
 from search.glossary import Glossary
-from search.retrieve import RetrievalConfig, Retriever
+from search.retrieval_config import RetrievalConfig
+from search.retrieve import Retriever
 from search.text import content_words
 from search.types import Chunk, DocumentRecord, ModelStamp, Window
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from bot.settings import Settings
     from bot.wiring import Components
 
-# The retrieval modes (search.retrieve.MODES; tests/test_extractive.py checks they agree).
+# The retrieval modes (search.retrieval_config.MODES; tests/test_extractive.py checks they agree).
 # Spelled here so `citebot --help` imports neither numpy nor the retriever: a command
 # imports only what it uses (see bot/wiring.py).
 MODES = ("dense", "lexical", "hybrid")

@@ -28,7 +28,8 @@ from bot.answer.gate import Gate
 from bot.answer.record import TurnRecord
 from bot.answer.turn import Answerer
 from search.errors import ConfigError
-from search.retrieve import Retrieval, RetrievalConfig, Retriever
+from search.retrieval_config import RetrievalConfig
+from search.retrieve import Retrieval, Retriever
 
 TOP_HITS = 10
 

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from bot.slack.scopes import Scopes
     from ingest.embedder import Embedder
     from search.glossary import Glossary
-    from search.retrieve import RetrievalConfig, Retriever
+    from search.retrieval_config import RetrievalConfig
+    from search.retrieve import Retriever
     from search.store import Store
 
 
@@ -96,7 +97,7 @@ class Components:
         return load_scopes(self.settings.scopes) if self.settings.scopes else Scopes.everything()
 
     def retrieval_config(self) -> RetrievalConfig:
-        from search.retrieve import RetrievalConfig
+        from search.retrieval_config import RetrievalConfig
 
         return RetrievalConfig(top_k=self.settings.top_k, rerank=self.settings.reranker is not None)
 

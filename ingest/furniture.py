@@ -147,7 +147,7 @@ def is_page_stamp(text: str) -> bool:
 # folder and each subfolder, each counted twice, with and without its subfolders.
 # Generator text frames 68-100% of its pages, real text framing under a third; the floor
 # keeps small collections out of reach (docs/decisions/0014-page-furniture.md).
-# Judged: HTML, Markdown and text pages (ingest/pipeline.py REPETITION_FORMATS).
+# Judged: HTML, Markdown and text pages (ingest/reading.py REPETITION_FORMATS).
 FRAME_PARAGRAPHS = 3
 REPEAT_SHARE = 0.5
 REPEAT_MIN_PAGES = 8

@@ -36,55 +36,39 @@ Hostile files: each file is read once, bounded by the limits of ingest/limits.py
 PDF pages, extracted characters, HTML depth, inflated PDF streams); one over a limit, a
 FIFO or device, or a file that changes while it is read or before its chunks are
 written is skipped with its reason, and the stored version of it, if any, stays.
+
+This module is the orchestration; reading a file is ingest/reading.py, its furniture,
+address, fingerprint and chunk plan ingest/planning.py.
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
 import queue
 import sys
 import threading
 import time
-import warnings
-from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import structlog
-
-from ingest.chunker import ChunkingConfig, chunk_document, doc_id_for
+from ingest.chunker import ChunkingConfig
 from ingest.discovery import Found, Skipped, discover, inside
 from ingest.document import LoadedDocument
 from ingest.embedding import IngestEmbedder
-from ingest.furniture import repeated_blocks
-from ingest.limits import DEFAULT_LIMITS, Limits, file_stamp, read_file
-from ingest.loaders import FORMATS, load, parse
+from ingest.limits import DEFAULT_LIMITS, Limits, file_stamp
+from ingest.planning import (
+    Planned,
+    chars_to_write,
+    furniture_of,
+    parse_fingerprint,
+    plan_document,
+    without,
+)
 from ingest.progress import Progress
-from search import calibration, links
+from ingest.reading import IngestWarning, Read, read_found
+from search import calibration
 from search.errors import IngestError
 from search.store import Store
-from search.types import DocumentRecord
-
-log = structlog.get_logger("citebot.ingest")
-
-# Loggers of the libraries the loaders call; their records are the file's, not the user's.
-LIBRARY_LOGGERS = ("pypdf", "PyPDF2", "fontTools", "PIL")
-# Formats judged by the repetition rule (ingest/furniture.py): pages that site generators
-# and wiki exports write. Every such file is loaded on every run, changed or not, which
-# is cheap for these; a PDF is loaded only when it changed (layout extraction is slow).
-REPETITION_FORMATS = ("html", "markdown", "text")
-
-
-@dataclass
-class IngestWarning:
-    """A file ingested with something left out or read with complaints, and why (a document's
-    unusable address; library warnings while it was read, counted)."""
-
-    source: str
-    reason: str
 
 
 @dataclass
@@ -110,82 +94,6 @@ class IngestSummary:
             "seconds": round(self.seconds, 3),
         }
 
-
-def fingerprint(content_hash: str, origin: Path) -> str:
-    """What the store keeps as a document's content hash: the hash and the origin folder."""
-    return f"{content_hash}@{origin.as_posix()}"
-
-
-def parse_fingerprint(stored: str) -> tuple[str, Path]:
-    """(content hash, origin) of a stored value; one without an origin was named from the cwd."""
-    content_hash, at, origin = stored.partition("@")
-    return content_hash, Path(origin) if at else Path.cwd().resolve()
-
-
-@contextmanager
-def library_warnings(source: str, warned: list[IngestWarning] | None = None) -> Iterator[None]:
-    """Warnings that libraries raise or log while one file is read go to the log (debug);
-    with `warned`, one line per file counting them is added to it."""
-    records: list[logging.LogRecord] = []
-
-    class _Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record)
-
-    handler = _Collect(logging.DEBUG)
-    loggers = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
-    saved = [(lg.propagate, lg.level) for lg in loggers]
-    for lg in loggers:
-        lg.addHandler(handler)
-        lg.propagate = False
-        lg.setLevel(logging.WARNING)
-    caught: list[warnings.WarningMessage] = []
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            yield
-    finally:  # a file that fails to load has its warnings logged too
-        for lg, (propagate, level) in zip(loggers, saved):
-            lg.removeHandler(handler)
-            lg.propagate, lg.level = propagate, level
-        for record in records:
-            log.debug("library_warning", source=source, library=record.name, message=record.getMessage())
-        for w in caught:
-            log.debug("library_warning", source=source, library=w.category.__name__, message=str(w.message))
-        messages = [r.getMessage() for r in records] + [str(w.message) for w in caught]
-        if warned is not None and messages:
-            first = " ".join(messages[0].split())
-            first = first if len(first) <= 120 else first[:119] + "…"
-            warned.append(IngestWarning(source, f"{len(messages)} library warning(s) while reading, the first: "
-                                         f"{first!r} (all in the log at debug level)"))
-
-
-def without(doc: LoadedDocument, blocks: set[str]) -> LoadedDocument:
-    """The document with these paragraphs left out (sections left empty are dropped)."""
-    sections = [replace(s, paragraphs=[p for p in s.paragraphs if p.text not in blocks]) for s in doc.sections]
-    return replace(doc, sections=[s for s in sections if s.paragraphs])
-
-
-# Part of a stored fingerprint for a document with an address or heading anchors, so that
-# the first ingest that stores them writes such documents again (a store written before
-# holds none), and a relative address is stored anew when CITEBOT_SOURCE_URL changes.
-LINKS_VERSION = "links-1"
-
-
-def addressed(doc: LoadedDocument, template: str | None) -> tuple[LoadedDocument, str | None]:
-    """The document with its own address checked (search/links.py): absolute, or left out
-    with the reason why."""
-    try:
-        return replace(doc, url=links.document_url(doc.url, doc.source, template)), None
-    except links.BadURL as exc:
-        return replace(doc, url=None), f"{exc}; ingested without it (not shown as a link)"
-
-
-def with_links(content_hash: str, doc: LoadedDocument) -> str:
-    """The content hash, extended for a document that carries an address or anchors."""
-    if not doc.url and not any(s.anchor for s in doc.sections):
-        return content_hash
-    return hashlib.sha256("\x00".join((content_hash, LINKS_VERSION, doc.url or "")).encode()).hexdigest()
 
 
 def _name(found: list[Found], stored: dict[str, str]) -> list[Found]:
@@ -233,82 +141,27 @@ def _claims(found: list[Found], stored: dict[str, tuple[str, Path]]) -> tuple[li
     return ok, refused
 
 
-@dataclass
-class _Read:
-    found: Found
-    content_hash: str
-    doc: LoadedDocument | None  # loaded when it may need writing, or is judged for furniture
-    stamp: tuple[int, int, int] | None = None  # (size, mtime, inode) when it was read
-
-
-def _read(f: Found, stored: dict[str, tuple[str, Path]], limits: Limits = DEFAULT_LIMITS,
-          warned: list[IngestWarning] | None = None) -> _Read:
-    """Read a file once, hash it, and load it when it changed; text formats always, for the
-    repetition rule."""
-    if not f.path.exists():
-        raise IngestError(f"{f.source}: no such file")
-    fmt = FORMATS.get(f.path.suffix.lower())
-    if fmt is None:
-        raise IngestError(f"{f.source}: unsupported format {f.path.suffix or '(no extension)'!r}")
-    data, stamp = read_file(f.path, f.source, limits, f.at)
-    content_hash = hashlib.sha256(data).hexdigest()
-    old = stored.get(f.source)
-    if fmt not in REPETITION_FORMATS and old == (content_hash, f.origin):
-        return _Read(f, content_hash, None, stamp)
-    with library_warnings(f.source, warned):
-        doc = parse(data, fmt, f.source, limits)
-    return _Read(f, content_hash, doc, stamp)
-
-
-def _paragraphs(doc: LoadedDocument) -> list[str]:
-    return [p.text for s in doc.sections for p in s.paragraphs]
-
-
-def _furniture(reads: list[_Read], walked: set[Path], limits: Limits = DEFAULT_LIMITS) -> dict[str, set[str]]:
-    """Per source, the paragraphs framing most pages of the same ingested folder."""
-    groups: dict[Path | None, dict[str, list[str]]] = defaultdict(dict)
-    members: dict[Path | None, set[str]] = defaultdict(set)
-    for r in reads:
-        if r.doc is not None and r.doc.format in REPETITION_FORMATS:
-            groups[r.found.folder][r.found.source] = _paragraphs(r.doc)
-            members[r.found.folder].add(r.found.source)
-    for folder, pages in groups.items():
-        if folder is not None and folder not in walked and folder.is_dir():
-            # Files named on their own: their folder's other pages are read (not written).
-            for f in discover([folder])[0]:
-                if f.source not in pages and FORMATS.get(f.path.suffix.lower()) in REPETITION_FORMATS:
-                    try:
-                        with library_warnings(f.source):
-                            pages[f.source] = _paragraphs(load(f.path, f.source, limits))
-                    except (IngestError, OSError):
-                        continue
-    out: dict[str, set[str]] = {}
-    for folder, pages in groups.items():
-        out.update({s: v for s, v in repeated_blocks(pages).items() if s in members[folder]})
-    return out
-
-
 def prepare(
     paths: Iterable[Path], stored: dict[str, str] | None = None, within: Path | None = None,
     limits: Limits = DEFAULT_LIMITS, warned: list[IngestWarning] | None = None,
-) -> tuple[list[_Read], list[Skipped], dict[str, set[str]]]:
+) -> tuple[list[Read], list[Skipped], dict[str, set[str]]]:
     """Discover, name, read and judge furniture: everything before chunking, no store writes."""
     paths = [Path(p) for p in paths]
     known = {s: parse_fingerprint(v) for s, v in (stored or {}).items()}
     found, skipped = discover(paths, within)
     found, refused = _claims(_name(found, stored or {}), known)
     skipped += refused
-    reads: list[_Read] = []
+    reads: list[Read] = []
     for f in found:
         try:
-            reads.append(_read(f, known, limits, warned))
+            reads.append(read_found(f, known, limits, warned))
         except IngestError as exc:
             skipped.append(Skipped(f.source, str(exc).removeprefix(f"{f.source}: ")))
         except OSError as exc:
             skipped.append(Skipped(f.source, f"unreadable ({exc.strerror or exc})"))
     # A selection `within` a folder is judged among itself, not with the folder's other pages.
     walked = {p.resolve() for p in paths if p.is_dir()} | ({within.resolve()} if within else set())
-    return reads, skipped, _furniture(reads, walked, limits)
+    return reads, skipped, furniture_of(reads, walked, limits)
 
 
 def load_collection(paths: Iterable[Path]) -> tuple[list[LoadedDocument], list[Skipped]]:
@@ -330,71 +183,8 @@ POOL_WINDOWS = 512
 READ_AHEAD_DOCS = 64
 
 
-@dataclass
-class _Planned:
-    """One document ready to embed: its record, chunks and window jobs; or what to count."""
 
-    record: DocumentRecord | None = None
-    chunks: list = field(default_factory=list)
-    jobs: list = field(default_factory=list)
-    unchanged: bool = False
-    skipped: Skipped | None = None
-    chars: int = 0  # of the document's text (what the progress line's ETA counts)
-    warning: IngestWarning | None = None  # its address was left out, and why
-    path: Path | None = None  # the file, and its (size, mtime, inode) when it was read
-    stamp: tuple[int, int, int] | None = None
-
-
-def _content_hash(r: _Read, removed: set[str]) -> str:
-    """The file's hash, and the repeated paragraphs left out of it: they are part of what
-    was ingested, so when they change (pages added to the folder) the page is chunked again."""
-    if not removed:
-        return r.content_hash
-    return hashlib.sha256((r.content_hash + "\x00" + "\x00".join(sorted(removed))).encode()).hexdigest()
-
-
-def _linked(r: _Read, removed: set[str], source_url: str | None) -> tuple[str, LoadedDocument | None, str | None]:
-    """The hash a stored fingerprint is compared with (the file's, the repeated paragraphs
-    left out, the document's address and anchors), the document with its address checked,
-    and why its address was left out (None when it is fine)."""
-    content_hash = _content_hash(r, removed)
-    if r.doc is None:
-        return content_hash, None, None
-    linked, problem = addressed(r.doc, source_url)
-    return with_links(content_hash, linked), linked, problem
-
-
-def _to_write(r: _Read, furniture: dict[str, set[str]], stored: dict[str, str],
-              source_url: str | None) -> int:
-    """Characters of the file's text when it will be embedded (changed or new), else 0."""
-    removed = furniture.get(r.found.source, set())
-    content_hash, linked, _problem = _linked(r, removed, source_url)
-    if linked is None or stored.get(r.found.source) == fingerprint(content_hash, r.found.origin):
-        return 0
-    return sum(len(p) for p in _paragraphs(linked) if p not in removed)
-
-
-def _plan(r: _Read, furniture: dict[str, set[str]], stored: dict[str, str], embedder: IngestEmbedder,
-          chunking: ChunkingConfig | None, source_url: str | None) -> _Planned:
-    """Chunk one read file and tokenise its windows (no model call, no store write)."""
-    f = r.found
-    removed = furniture.get(f.source, set())
-    content_hash, linked, problem = _linked(r, removed, source_url)
-    warning = IngestWarning(f.source, problem) if problem else None
-    if stored.get(f.source) == fingerprint(content_hash, f.origin):
-        return _Planned(unchanged=True, warning=warning)
-    assert linked is not None  # only a file whose fingerprint is stored goes unread
-    doc = without(linked, removed)
-    if not doc.sections:
-        return _Planned(skipped=Skipped(f.source, "only page furniture, no text"), warning=warning)
-    doc_id = doc_id_for(f.source)
-    chunks = chunk_document(doc, doc_id, embedder.count_tokens, chunking)
-    record = DocumentRecord(doc_id, f.source, fingerprint(content_hash, f.origin), doc.title, doc.format)
-    return _Planned(record, chunks, embedder.plan(chunks), chars=sum(len(p) for p in _paragraphs(doc)),
-                    warning=warning, path=f.path, stamp=r.stamp)
-
-
-def _planned(reads: list[_Read], plan, stop: threading.Event) -> Iterator[_Planned]:
+def _planned(reads: list[Read], plan, stop: threading.Event) -> Iterator[Planned]:
     """The planned documents in order, planned by a producer thread that runs ahead of the
     model by at most READ_AHEAD_DOCS (tokenising while torch computes; the queue bounds
     the memory). An error in the producer is raised here; `stop` ends the producer."""
@@ -479,8 +269,8 @@ def _ingest(
     reads, skipped, furniture = prepare(paths, stored, within, limits, summary.warnings)
     summary.skipped = skipped
     show = sys.stderr.isatty() if progress is None else progress
-    bar = Progress(files=len(reads), chars=sum(_to_write(r, furniture, stored, source_url) for r in reads), enabled=show)
-    pool: list[_Planned] = []
+    bar = Progress(files=len(reads), chars=sum(chars_to_write(r, furniture, stored, source_url) for r in reads), enabled=show)
+    pool: list[Planned] = []
 
     stages = summary.stages
     stages.update(prepare=time.perf_counter() - started, plan=0.0, wait=0.0, encode=0.0, write=0.0)
@@ -510,10 +300,10 @@ def _ingest(
         stages["encode"] += t1 - t0
         stages["write"] += time.perf_counter() - t1
 
-    def plan(r: _Read) -> _Planned:
+    def plan(r: Read) -> Planned:
         t0 = time.perf_counter()
         try:
-            return _plan(r, furniture, stored, embedder, chunking, source_url)
+            return plan_document(r, furniture, stored, embedder, chunking, source_url)
         finally:
             stages["plan"] += time.perf_counter() - t0
 
@@ -559,7 +349,7 @@ def recalibrate(store: Store, embedder: IngestEmbedder, *, changed: bool) -> Non
         calibration.calibrate(store, embedder.encode_texts)
 
 
-def _delete_gone(store: Store, paths: list[Path], reads: list[_Read], skipped: list[Skipped],
+def _delete_gone(store: Store, paths: list[Path], reads: list[Read], skipped: list[Skipped],
                  known: dict[str, tuple[str, Path]]) -> int:
     """Delete documents of the ingested folders whose files are gone, old names of files renamed,
     and what was stored under a name that is a link now."""

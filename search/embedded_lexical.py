@@ -23,7 +23,7 @@ LEXICAL_GROUP_LIMIT = 500
 # long section, so they count for half.
 HEADING_WEIGHT = 0.5
 
-# Spelling candidates lie within this many edits (search/retrieve.py's typo fixer).
+# Spelling candidates lie within this many edits (search/typos.py).
 SPELLING_MAX_EDITS = 2
 # Vocabularies kept in memory for spelling (one per scope); a new version clears them.
 VOCAB_CACHE_SCOPES = 16

@@ -81,7 +81,7 @@ def m003_superseded(db: sqlite3.Connection) -> None:
 @migration
 def m004_links(db: sqlite3.Connection) -> None:
     """Where a chunk opens (search/links.py). Chunks stored before have neither; ingest
-    writes documents that have them again (ingest.pipeline.LINKS_VERSION)."""
+    writes documents that have them again (ingest.planning.LINKS_VERSION)."""
     db.execute("ALTER TABLE chunks ADD COLUMN url TEXT")
     db.execute("ALTER TABLE chunks ADD COLUMN anchor TEXT")
 

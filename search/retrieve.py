@@ -14,7 +14,6 @@ gate's statistics (document frequencies, chunk count) and widening.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -23,103 +22,35 @@ from typing import Literal
 
 import numpy as np
 
-from search import calibration
+from search import calibration, fusion, typos
 from search.glossary import Expansion, Glossary
+from search.retrieval_config import (
+    CALIBRATION_TTL_S,
+    FLOOD_COLLECTION_SHARE,
+    FLOOD_MIN_CHUNKS,
+    FLOOD_SCAN_LIMIT,
+    FLOOD_SHARE,
+    MODES,
+    PHRASE_CANDIDATES_MAX,
+    PHRASE_MAX_CHUNKS,
+    PHRASE_MAX_TOKENS,
+    PHRASE_MIN_CONTENT,
+    RARE_MAX_DF,
+    RERANK_TOP_N,
+    STEM_WEIGHT,
+    STOPWORD_PHRASE_MIN_TOKENS,
+    TYPO_WEIGHT,
+    WIDEN_EDGE_SHARE,
+    WIDEN_TOP_HITS,
+    RetrievalConfig,
+)
 from search.scope import Scope, limiting
 from search.store import Store
+from search.support import Support, support_of
 from search.text import STOPWORDS, content_words, joined_terms, name_like, words
 from search.types import Chunk, Hit, LexicalQuery, WeightedTerms, WindowScore
 
-MODES = ("dense", "lexical", "hybrid")
-
-# Candidates each arm hands to fusion; pools of 15-100 moved dev R@1 by at most 0.03
-# (docs/decisions/0007-rank-fusion.md).
-POOL_SIZE = 30
-# k=60 is sized for pools of hundreds; k=10 keeps rank 1 worth three times rank 20
-# (docs/decisions/0007-rank-fusion.md).
-RRF_K = 10.0
-# Aliases are our claims, not the source's words (docs/decisions/0009-alias-flood.md).
-ALIAS_WEIGHT = 0.5
-# A typo fix is a guess: it searches at reduced weight (not measured).
-TYPO_WEIGHT = 0.7
-# A name (search.text.name_like) in at most this many chunks is an address: one paragraph
-# in two chunks' overlap plus one other mention (docs/decisions/0008-addresses.md).
-RARE_MAX_DF = 3
-# Words this short are too often codes or fragments to be addresses ("ic", "v2").
-RARE_MIN_LETTERS = 4
-# An exact phrase from the question in at most PHRASE_MAX_CHUNKS chunks is an address: at
-# least PHRASE_MIN_CONTENT content words with no stopword at either end, or at least
-# STOPWORD_PHRASE_MIN_TOKENS tokens, mostly stopwords, or words written joined
-# (search.text.joined_terms); any 3-gram addressed passages by "need to be"
-# (docs/decisions/0008-addresses.md, 0003-joined-words.md).
-PHRASE_MAX_CHUNKS = 3
-PHRASE_MIN_CONTENT = 3
-PHRASE_MAX_TOKENS = 10
-STOPWORD_PHRASE_MIN_TOKENS = 5
-# Phrase candidates searched per question, longest first, each a store query: far above
-# any real question's, far below a pasted page's (docs/decisions/0008-addresses.md).
-PHRASE_CANDIDATES_MAX = 256
-# An alias expansion (searched as the exact name it claims, at ALIAS_WEIGHT) is left out
-# when it floods: one document holds more than FLOOD_SHARE of its matches (at least
-# FLOOD_MIN_CHUNKS), or it matches more than FLOOD_COLLECTION_SHARE of all chunks
-# (docs/decisions/0009-alias-flood.md).
-FLOOD_SHARE = 0.5
-FLOOD_MIN_CHUNKS = 4
-FLOOD_COLLECTION_SHARE = 0.15
-# How many matching chunks the flood check reads at most.
-FLOOD_SCAN_LIMIT = 2000
-# Every term group is searched again by its stems (search.text.query_stems) at this share
-# of its weight, so "restarting" finds "restart" (docs/decisions/0002-stems-beside-words.md).
-STEM_WEIGHT = 0.5
-# The refusal gate's best_coverage looks at this many top passages.
-BEST_COVERAGE_HITS = 5
-# A passage of a document that calls itself deprecated or superseded keeps this share of
-# its fused score: found, but below the current version
-# (docs/decisions/0025-superseded-documents.md).
-SUPERSEDED_WEIGHT = 0.5
-# The reranker rescores this many fused candidates (addresses stay first).
-RERANK_TOP_N = 20
-# Widening: a hit whose question words sit in its last (first) fifth gets its next
-# (previous) chunk as an extra passage, not a ranked hit
-# (docs/decisions/0024-passage-widening.md).
-WIDEN_EDGE_SHARE = 0.2
-WIDEN_TOP_HITS = 3
-
 Reranker = Callable[[str, Sequence[str]], Sequence[float]]
-
-
-@dataclass(frozen=True)
-class RetrievalConfig:
-    mode: str = "hybrid"
-    pool: int = POOL_SIZE
-    rrf_k: float = RRF_K
-    top_k: int = 10
-    aliases: bool = True
-    alias_weight: float = ALIAS_WEIGHT
-    typo_fix: bool = True
-    rare_rule: bool = True
-    phrase_rule: bool = True
-    stemming: bool = True
-    joined_rule: bool = True
-    rerank: bool = False
-    widen: bool = False
-
-
-@dataclass
-class Support:
-    """How well the retrieved passages cover the question (for the refusal gate)."""
-
-    dense_top: float  # best cosine similarity among the candidates
-    coverage: float  # share of the question's content words found in the top passages
-    addressed: bool  # a rare term or phrase named a passage
-    missing: list[str] = field(default_factory=list)  # content words absent from the corpus
-    # The best single passage among the top BEST_COVERAGE_HITS: the share of the question's
-    # word weight (IDF; a word absent from the collection weighs most) that it holds.
-    best_coverage: float = 0.0
-    # dense_top against this collection's null distribution (search.calibration), in
-    # spreads above its mean; None when the collection is too small to have one.
-    dense_z: float | None = None
-    null_mean: float | None = None
 
 
 @dataclass
@@ -145,24 +76,25 @@ def _positions(text: str, term: str) -> list[int]:
     return out
 
 
-def _edit_distance_at_most(a: str, b: str, limit: int) -> int | None:
-    if abs(len(a) - len(b)) > limit:
-        return None
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i] + [0] * len(b)
-        for j, cb in enumerate(b, 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
-        if min(cur) > limit:
-            return None
-        prev = cur
-    return prev[-1] if prev[-1] <= limit else None
+@dataclass
+class _Analysis:
+    """What retrieve reads about the question before either arm runs."""
+
+    terms: list[str]
+    dfs: dict[str, int]
+    n_chunks: int
+    corrections: dict[str, str]
+    expansions: list[Expansion]
+    flooded: list[str]
 
 
-# How stale a running bot's refusal-gate calibration may be after an ingest beside it. A
-# read is one SQLite row (embedded) or the index's _meta (Elasticsearch), so once a
-# minute costs nothing a turn would notice.
-CALIBRATION_TTL_S = 60.0
+@dataclass
+class _LexicalArm:
+    """The lexical arm's ranking and the addresses it found (chunk id -> address score)."""
+
+    ranking: list[tuple[str, float]] = field(default_factory=list)
+    addressed: dict[str, float] = field(default_factory=dict)
+    addresses: list[str] = field(default_factory=list)
 
 
 class Retriever:
@@ -210,19 +142,9 @@ class Retriever:
             return fixes
         offered = self.store.spelling_candidates(absent, scope=scope)
         for term in absent:
-            limit = 1 if len(term) <= 5 else 2
-            best: tuple[int, str] | None = None
-            for cand in offered.get(term, ()):
-                if cand[0] != term[0] and (len(cand) < 2 or cand[1] != term[1]):
-                    continue
-                d = _edit_distance_at_most(term, cand, limit)
-                # Ties go to the first word in alphabetical order, never to the vocabulary
-                # set's iteration order (which follows Python's per-process hash seed:
-                # examples b-04 ranked 9th under PYTHONHASHSEED=0 and fell out under 2).
-                if d is not None and (best is None or (d, cand) < best):
-                    best = (d, cand)
-            if best:
-                fixes[term] = best[1]
+            fix = typos.closest(term, offered.get(term, ()))
+            if fix is not None:
+                fixes[term] = fix
         if fixes:
             fdfs = self.store.doc_freqs(list(fixes.values()), scope=scope)
             fixes = {t: c for t, c in fixes.items() if fdfs.get(c, 0) > 0}
@@ -307,6 +229,43 @@ class Retriever:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
 
+        asked = self._analyse(question, scope)
+        timings["analyse"] = (time.perf_counter() - t0) * 1000
+        vector: np.ndarray | None = None
+        dense: list[tuple[str, float]] = []
+        if mode in ("dense", "hybrid"):
+            vector, dense = self._dense_arm(question, scope, timings)
+        lexical = _LexicalArm()
+        if mode in ("lexical", "hybrid"):
+            lexical = self._lexical_arm(question, asked, scope, timings)
+
+        t = time.perf_counter()
+        fused, candidates, order = self._fuse(dense, lexical, top_k)
+        timings["fuse"] = (time.perf_counter() - t) * 1000
+        if cfg.rerank:
+            if self.reranker is None:
+                raise ValueError("rerank is on but no reranker is configured (CITEBOT_RERANKER)")
+            t = time.perf_counter()
+            order = self._rerank(question, order, lexical.addressed, fused, scope)
+            timings["rerank"] = (time.perf_counter() - t) * 1000
+        hits = self._hits(order, candidates, fused, dense, lexical, scope)
+        if cfg.widen:
+            hits = self._widen(hits, asked.terms, top_k, scope)
+        null = self.null_distribution() if dense else None
+        support = support_of(asked.terms, asked.dfs, asked.corrections, asked.expansions, hits, dense,
+                             lexical.addressed, asked.n_chunks, null)
+        timings["total"] = (time.perf_counter() - t0) * 1000
+        return Retrieval(
+            question=question, hits=hits, support=support, expansions=asked.expansions,
+            flooded=asked.flooded, corrections=asked.corrections, addresses=lexical.addresses,
+            timings_ms={k: round(v, 2) for k, v in timings.items()}, scope=asked_scope,
+            query_vector=vector,
+        )
+
+    def _analyse(self, question: str, scope: Scope | None) -> _Analysis:
+        """The question's content words, their document frequencies, typo fixes, and its
+        glossary aliases with the flooding ones left out."""
+        cfg = self.config
         terms = content_words(question)
         dfs = self.store.doc_freqs(terms, scope=scope) if terms else {}
         n_chunks = max(1, self.store.chunk_count(scope=scope))
@@ -314,86 +273,85 @@ class Retriever:
         expansions = self.glossary.expansions(question) if cfg.aliases else []
         flooded = [e.expands_to for e in expansions if self._floods(e, scope)]
         expansions = [e for e in expansions if e.expands_to not in flooded]
-        timings["analyse"] = (time.perf_counter() - t0) * 1000
+        return _Analysis(terms, dfs, n_chunks, corrections, expansions, flooded)
 
-        dense: list[tuple[str, float]] = []
-        vector = None
-        if mode in ("dense", "hybrid"):
-            t = time.perf_counter()
-            vector = self.encode_query(question)
-            timings["embed"] = (time.perf_counter() - t) * 1000
-            t = time.perf_counter()
-            dense = self.store.dense(vector, cfg.pool, scope=scope)
-            timings["dense"] = (time.perf_counter() - t) * 1000
-
-        lexical: list[tuple[str, float]] = []
-        phrases: list[tuple[tuple[str, ...], list[str]]] = []
-        addressed: dict[str, float] = {}
-        addresses: list[str] = []
-        if mode in ("lexical", "hybrid"):
-            t = time.perf_counter()
-            groups = [WeightedTerms(tuple(terms), 1.0)] if terms else []
-            if corrections:
-                groups.append(WeightedTerms(tuple(corrections.values()), TYPO_WEIGHT))
-            alias_phrases: list[tuple[str, float]] = []
-            for e in expansions:
-                name = words(e.expands_to)
-                if len(name) == 1:
-                    groups.append(WeightedTerms(tuple(name), cfg.alias_weight))
-                elif name:
-                    alias_phrases.append((" ".join(name), cfg.alias_weight))
-            if cfg.stemming:
-                groups += [WeightedTerms(g.terms, g.weight * STEM_WEIGHT, stemmed=True) for g in groups]
-            if cfg.phrase_rule:
-                phrases = self._phrases(question, scope)
-            query = LexicalQuery(
-                tuple(groups), tuple((" ".join(g), 1.0) for g, _ in phrases) + tuple(alias_phrases)
-            )
-            lexical = self.store.lexical(query, cfg.pool, scope=scope) if (groups or phrases) else []
-            timings["lexical"] = (time.perf_counter() - t) * 1000
-            # Addresses: rare exact phrases, then decisively rare terms.
-            for gram, ids in phrases:
-                addresses.append("phrase:" + " ".join(gram))
-                for cid in ids:
-                    addressed[cid] = addressed.get(cid, 0.0) + 100.0 + len(gram)
-            if cfg.rare_rule:
-                fixed = [c for c in corrections.values() if c not in dfs]
-                all_dfs = {**dfs, **(self.store.doc_freqs(fixed, scope=scope) if fixed else {})}
-                names = name_like(question)
-                rare = [term for term, df in all_dfs.items()
-                        if 1 <= df <= RARE_MAX_DF and len(term) >= RARE_MIN_LETTERS
-                        and not term.isdigit() and term in names]
-                held = self.store.phrase_matches_many([(t,) for t in rare], RARE_MAX_DF,
-                                                      scope=scope) if rare else []
-                for term, ids in zip(rare, held, strict=True):
-                    addresses.append(f"rare:{term}")
-                    for cid in ids:
-                        addressed[cid] = addressed.get(cid, 0.0) + math.log(n_chunks / all_dfs[term])
-
+    def _dense_arm(self, question: str, scope: Scope | None,
+                   timings: dict[str, float]) -> tuple[np.ndarray, list[tuple[str, float]]]:
+        """The question embedded, and the store's nearest chunks by their best window."""
         t = time.perf_counter()
-        fused: dict[str, float] = {}
-        dense_rank = {cid: i + 1 for i, (cid, _) in enumerate(dense)}
-        lexical_rank = {cid: i + 1 for i, (cid, _) in enumerate(lexical)}
-        dense_score = dict(dense)
-        lexical_score = dict(lexical)
-        for ranking in (dense, lexical):
-            for i, (cid, _) in enumerate(ranking):
-                fused[cid] = fused.get(cid, 0.0) + 1.0 / (cfg.rrf_k + i + 1)
-        for cid in addressed:
+        vector = self.encode_query(question)
+        timings["embed"] = (time.perf_counter() - t) * 1000
+        t = time.perf_counter()
+        dense = self.store.dense(vector, self.config.pool, scope=scope)
+        timings["dense"] = (time.perf_counter() - t) * 1000
+        return vector, dense
+
+    def _lexical_arm(self, question: str, asked: _Analysis, scope: Scope | None,
+                     timings: dict[str, float]) -> _LexicalArm:
+        """BM25 over the term groups and phrases, then the addresses: rare exact phrases,
+        then decisively rare names."""
+        cfg = self.config
+        t = time.perf_counter()
+        groups, alias_phrases = self._term_groups(asked)
+        phrases = self._phrases(question, scope) if cfg.phrase_rule else []
+        query = LexicalQuery(
+            tuple(groups), tuple((" ".join(g), 1.0) for g, _ in phrases) + tuple(alias_phrases)
+        )
+        arm = _LexicalArm()
+        arm.ranking = self.store.lexical(query, cfg.pool, scope=scope) if (groups or phrases) else []
+        timings["lexical"] = (time.perf_counter() - t) * 1000
+        fusion.address_phrases(phrases, arm.addressed, arm.addresses)
+        if cfg.rare_rule:
+            self._address_rare(question, asked, scope, arm)
+        return arm
+
+    def _term_groups(self, asked: _Analysis) -> tuple[list[WeightedTerms], list[tuple[str, float]]]:
+        """The weighted term groups (words, typo fixes, one-word aliases, and all of them
+        again by their stems) and the aliases searched as exact names."""
+        cfg = self.config
+        groups = [WeightedTerms(tuple(asked.terms), 1.0)] if asked.terms else []
+        if asked.corrections:
+            groups.append(WeightedTerms(tuple(asked.corrections.values()), TYPO_WEIGHT))
+        alias_phrases: list[tuple[str, float]] = []
+        for e in asked.expansions:
+            name = words(e.expands_to)
+            if len(name) == 1:
+                groups.append(WeightedTerms(tuple(name), cfg.alias_weight))
+            elif name:
+                alias_phrases.append((" ".join(name), cfg.alias_weight))
+        if cfg.stemming:
+            groups += [WeightedTerms(g.terms, g.weight * STEM_WEIGHT, stemmed=True) for g in groups]
+        return groups, alias_phrases
+
+    def _address_rare(self, question: str, asked: _Analysis, scope: Scope | None, arm: _LexicalArm) -> None:
+        """The rare-term addresses: the question's names (typo fixes included) that the
+        collection holds in at most RARE_MAX_DF chunks."""
+        fixed = [c for c in asked.corrections.values() if c not in asked.dfs]
+        all_dfs = {**asked.dfs, **(self.store.doc_freqs(fixed, scope=scope) if fixed else {})}
+        rare = fusion.rare_names(all_dfs, name_like(question))
+        held = self.store.phrase_matches_many([(t,) for t in rare], RARE_MAX_DF,
+                                              scope=scope) if rare else []
+        fusion.address_rare(rare, held, all_dfs, asked.n_chunks, arm.addressed, arm.addresses)
+
+    def _fuse(self, dense: list[tuple[str, float]], lexical: _LexicalArm,
+              top_k: int) -> tuple[dict[str, float], dict[str, Chunk], list[str]]:
+        """Reciprocal rank fusion of the arms, addressed chunks added, superseded documents
+        discounted; the fused scores, the candidates read, and the top_k order."""
+        fused = fusion.reciprocal_rank((dense, lexical.ranking), self.config.rrf_k)
+        for cid in lexical.addressed:
             fused.setdefault(cid, 0.0)
         candidates = {c.chunk_id: c for c in self.store.get_chunks(list(fused))}
-        for cid, chunk in candidates.items():
-            if chunk.superseded:
-                fused[cid] *= SUPERSEDED_WEIGHT
-        order = sorted(fused, key=lambda c: (-addressed.get(c, 0.0), -fused[c], c))[:top_k]
-        timings["fuse"] = (time.perf_counter() - t) * 1000
+        fusion.discount_superseded(fused, candidates)
+        return fused, candidates, fusion.addresses_first(fused, lexical.addressed, top_k)
 
-        if cfg.rerank:
-            if self.reranker is None:
-                raise ValueError("rerank is on but no reranker is configured (CITEBOT_RERANKER)")
-            t = time.perf_counter()
-            order = self._rerank(question, order, addressed, fused, scope)
-            timings["rerank"] = (time.perf_counter() - t) * 1000
+    def _hits(self, order: list[str], candidates: dict[str, Chunk], fused: dict[str, float],
+              dense: list[tuple[str, float]], lexical: _LexicalArm, scope: Scope | None) -> list[Hit]:
+        """The ordered chunks as hits, with each arm's rank and score and why it is there."""
+        addressed = lexical.addressed
+        dense_rank = {cid: i + 1 for i, (cid, _) in enumerate(dense)}
+        lexical_rank = {cid: i + 1 for i, (cid, _) in enumerate(lexical.ranking)}
+        dense_score = dict(dense)
+        lexical_score = dict(lexical.ranking)
         missing = [c for c in order if c not in candidates]
         chunks = {**candidates, **{c.chunk_id: c for c in self.store.get_chunks(missing)}}
         hits = []
@@ -413,16 +371,7 @@ class Retriever:
                 dense_score=dense_score.get(cid), lexical_score=lexical_score.get(cid),
                 reasons=reasons,
             ))
-        if cfg.widen:
-            hits = self._widen(hits, terms, top_k, scope)
-        support = self._support(terms, dfs, corrections, expansions, hits, dense, addressed, n_chunks)
-        timings["total"] = (time.perf_counter() - t0) * 1000
-        return Retrieval(
-            question=question, hits=hits, support=support, expansions=expansions,
-            flooded=flooded, corrections=corrections, addresses=addresses,
-            timings_ms={k: round(v, 2) for k, v in timings.items()}, scope=asked_scope,
-            query_vector=vector,
-        )
+        return hits
 
     def _rerank(self, question: str, order: list[str], addressed: dict[str, float],
                 fused: dict[str, float], scope: Scope | None = None) -> list[str]:
@@ -487,27 +436,3 @@ class Retriever:
                 out.append(Hit(chunk=extra, score=hit.score, reasons=["widened"]))
                 present.add(extra.chunk_id)
         return out[:top_k]
-
-    def _support(self, terms, dfs, corrections, expansions, hits, dense, addressed,
-                 n_chunks: int) -> Support:
-        dense_top = max((s for _, s in dense), default=0.0)
-        idf = {t: math.log((n_chunks + 1) / (dfs.get(t, 0) + 0.5)) for t in terms}
-        weight = sum(idf.values()) or 1.0
-        best_coverage = 0.0
-        for h in hits[:BEST_COVERAGE_HITS]:
-            held = set(words(h.chunk.text))
-            best_coverage = max(best_coverage, sum(w for t, w in idf.items() if t in held) / weight)
-        null = self.null_distribution() if dense else None
-        top_text = " ".join(h.chunk.text for h in hits[:3])
-        present = set(words(top_text))
-        alias_words = {w for e in expansions for w in words(e.expands_to)}
-        covered = 0
-        for t in terms:
-            if t in present or corrections.get(t) in present or (alias_words & present and t in alias_words):
-                covered += 1
-        coverage = covered / len(terms) if terms else 0.0
-        missing = [t for t in terms if dfs.get(t, 0) == 0 and t not in corrections]
-        return Support(round(dense_top, 4), round(coverage, 4), bool(addressed), missing,
-                       best_coverage=round(best_coverage, 4),
-                       dense_z=round(null.z(dense_top), 3) if null else None,
-                       null_mean=null.mean if null else None)

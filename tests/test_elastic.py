@@ -14,7 +14,8 @@ from ingest.pipeline import ingest
 from search.elastic import ElasticStore, connect
 from search.errors import SearchBackendError, StoreError
 from search.glossary import Glossary
-from search.retrieve import MODES, Retriever
+from search.retrieval_config import MODES
+from search.retrieve import Retriever
 from search.types import LexicalQuery, WeightedTerms
 from tests import elastic_support
 from tests.conftest import EXAMPLES, HANDBOOK, REPO

@@ -222,7 +222,7 @@ def test_the_command_line_imports_nothing_heavy():
 
 def test_cli_modes_match_the_retriever():
     from bot.cli import MODES
-    from search.retrieve import MODES as RETRIEVER_MODES
+    from search.retrieval_config import MODES as RETRIEVER_MODES
 
     assert MODES == RETRIEVER_MODES
 

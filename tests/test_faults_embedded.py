@@ -35,7 +35,8 @@ from search import calibration
 from search.embedded import LOCK_NAME, EmbeddedStore
 from search.errors import IngestLockedError
 from search.glossary import Glossary
-from search.retrieve import RetrievalConfig, Retriever
+from search.retrieval_config import RetrievalConfig
+from search.retrieve import Retriever
 from tests.conftest import HANDBOOK, REPO
 
 CHILD = [sys.executable, "-m", "bot.testing.ingest_child"]

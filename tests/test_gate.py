@@ -7,7 +7,8 @@ from bot.answer.gate import GATE_BEST_COVERAGE_MAX, Gate
 from ingest.pipeline import ingest
 from search import calibration
 from search.embedded import EmbeddedStore
-from search.retrieve import Retriever, Support
+from search.retrieve import Retriever
+from search.support import Support
 from tests.conftest import HANDBOOK
 
 
@@ -67,7 +68,8 @@ def test_a_running_retriever_takes_the_calibration_of_an_ingest_beside_it(small_
     """Regression: a retriever kept its first calibration for good, so a bot running while
     the collection was re-ingested judged questions against the old collection's null."""
     from search import calibration
-    from search.retrieve import CALIBRATION_TTL_S, Retriever
+    from search.retrieval_config import CALIBRATION_TTL_S
+    from search.retrieve import Retriever
 
     retriever = Retriever(small_store, test_embedder.encode_query)
     now = [1000.0]

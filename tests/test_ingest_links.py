@@ -9,7 +9,8 @@ import sqlite3
 from pathlib import Path
 
 from ingest.loaders import load_html, load_markdown
-from ingest.pipeline import fingerprint, ingest
+from ingest.pipeline import ingest
+from ingest.planning import fingerprint
 from search.embedded import DB_NAME, EmbeddedStore
 
 SPHINX_LIKE = """<!DOCTYPE html>

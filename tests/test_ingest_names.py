@@ -11,7 +11,8 @@ import pytest
 from ingest.discovery import discover
 from ingest.limits import read_file
 from ingest.names import name_refusal, shown
-from ingest.pipeline import _read, ingest
+from ingest.pipeline import ingest
+from ingest.reading import read_found
 from search.embedded import EmbeddedStore
 from search.errors import IngestError
 
@@ -49,7 +50,7 @@ def test_a_file_swapped_for_a_link_out_of_the_folder_after_discovery_is_not_read
     f.path.unlink()
     f.path.symlink_to(secret / "values.md")
     with pytest.raises(IngestError, match=r"company/values\.md: replaced by a symbolic link since it was found"):
-        _read(f, {})
+        read_found(f, {})
 
 
 def test_a_folder_swapped_for_a_link_after_discovery_is_not_walked_into(tmp_path):
@@ -58,7 +59,7 @@ def test_a_folder_swapped_for_a_link_after_discovery_is_not_walked_into(tmp_path
     (docs / "company").rename(tmp_path / "moved")
     (docs / "company").symlink_to(secret, target_is_directory=True)
     with pytest.raises(IngestError, match="replaced by a symbolic link since it was found"):
-        _read(f, {})
+        read_found(f, {})
 
 
 def test_a_file_replaced_by_another_after_discovery_is_not_read(tmp_path):
@@ -67,7 +68,7 @@ def test_a_file_replaced_by_another_after_discovery_is_not_read(tmp_path):
     os.replace(secret / "values.md", f.path)  # another inode under the same name
     with pytest.raises(IngestError, match="replaced by another file since it was found"):
         read_file(f.path, f.source, at=f.at)
-    assert _read(_found(docs, "company/values.md"), {}).doc is not None  # found again, it is read
+    assert read_found(_found(docs, "company/values.md"), {}).doc is not None  # found again, it is read
 
 
 # -- symbolic link loops -------------------------------------------------------------------------

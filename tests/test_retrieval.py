@@ -11,7 +11,8 @@ from bot.answer.passages import select_passages
 from bot.evaluate import paired_bootstrap, parse_config
 from search.errors import ConfigError
 from search.glossary import Glossary, GlossaryEntry
-from search.retrieve import RetrievalConfig, Retriever
+from search.retrieval_config import RetrievalConfig
+from search.retrieve import Retriever
 from search.text import joined_terms, name_like
 from tests.conftest import EXAMPLES
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from search.retrieve import Support
+from search.support import Support
 
 # Together: false refusals 2-7% on each tuned collection (docs/decisions/0005-refusal-gate.md).
 GATE_Z_MAX = 0.0
