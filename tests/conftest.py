@@ -119,14 +119,14 @@ _MODEL_FIXTURES = {"embedder", "examples_store_dir"}
 def pytest_collection_modifyitems(config, items):
     """`scripts/test --fast` (CITEBOT_TEST_FAST=1): no services and no real model.
 
-    Deselects the tests marked elasticsearch, redis or slow and those whose fixtures load
+    Deselects the tests marked elasticsearch, redis, slow or browser and those whose fixtures load
     the model, and says how many it left out; the full run (CI) is unchanged.
     """
     if os.environ.get("CITEBOT_TEST_FAST") != "1":
         return
     kept, left_out = [], []
     for item in items:
-        needs_service = any(item.get_closest_marker(m) for m in ("elasticsearch", "redis", "slow"))
+        needs_service = any(item.get_closest_marker(m) for m in ("elasticsearch", "redis", "slow", "browser"))
         needs_model = bool(_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())))
         (left_out if needs_service or needs_model else kept).append(item)
     if left_out:
