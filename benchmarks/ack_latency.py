@@ -35,13 +35,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
+from benchmarks.common import REPO, percentile
 from bot.logs import configure
 from bot.settings import load_settings
 from bot.slack.server import SlackHttpServer
-from bot.testing.bench import percentile
 from bot.testing.slack_standin import (
     BOT_TOKEN,
     BOT_USER_ID,

@@ -13,11 +13,9 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from search.embedded import EmbeddedStore  # noqa: E402
-from search.glossary import Expansion, Glossary  # noqa: E402
-from search.retrieve import Retriever  # noqa: E402
+from search.embedded import EmbeddedStore
+from search.glossary import Expansion, Glossary
+from search.retrieve import Retriever
 
 
 def main() -> None:

@@ -17,10 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ingest.loaders import load
 from search.errors import IngestError

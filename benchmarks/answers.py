@@ -39,9 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
+from benchmarks import common
+from benchmarks.common import REPO
 from bot.evaluate import paired_bootstrap
 
 CACHE = Path.home() / ".cache" / "citebot"
@@ -116,7 +115,7 @@ def ensure_store(t: Target) -> None:
 
 
 def percentile(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
+    return common.percentile(values, q) if values else None
 
 
 def run_target(t: Target) -> tuple[list[dict], dict]:

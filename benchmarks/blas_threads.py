@@ -23,9 +23,7 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
 PASSES = 3  # after the warm-up pass
 STAGES = ("embed", "dense", "lexical", "total", "compose", "turn")
 # Where each stage's time is in a turn record's timings_ms ("total" is retrieval's).
@@ -34,11 +32,9 @@ STAGE_KEYS = {"embed": "retrieve_embed", "dense": "retrieve_dense", "lexical": "
 
 
 def child(corpus_name: str) -> dict:
-    sys.path.insert(0, str(REPO))
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import corpus
     import numpy as np
 
+    from benchmarks import corpus
     from bot.evaluate import MemoryTurnLog
     from bot.settings import load_settings
     from bot.wiring import Components
@@ -87,8 +83,8 @@ def main() -> int:
     for _ in range(args.runs):
         for threads in (cores, "1"):
             env = {**os.environ, "OPENBLAS_NUM_THREADS": threads}
-            r = subprocess.run([sys.executable, __file__, "--child", "--corpus", args.corpus], env=env,
-                               capture_output=True, text=True, check=False)
+            r = subprocess.run([sys.executable, "-m", "benchmarks.blas_threads", "--child", "--corpus", args.corpus],
+                               cwd=REPO, env=env, capture_output=True, text=True, check=False)
             if r.returncode != 0:
                 print(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "child failed", file=sys.stderr)
                 return 1

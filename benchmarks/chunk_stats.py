@@ -37,12 +37,10 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from ingest.chunker import BAND_MAX_TOKENS, BAND_MIN_TOKENS, PARAGRAPH_SEPARATOR  # noqa: E402
-from ingest.loaders import load  # noqa: E402
-from search.embedded import EmbeddedStore  # noqa: E402
-from search.types import Chunk  # noqa: E402
+from ingest.chunker import BAND_MAX_TOKENS, BAND_MIN_TOKENS, PARAGRAPH_SEPARATOR
+from ingest.loaders import load
+from search.embedded import EmbeddedStore
+from search.types import Chunk
 
 SHORT_TOKENS = 50
 # The detector's repetition rule is looser than ingest's (a third of the documents,

@@ -24,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from benchmarks.common import REPO
+
 QUESTION = "how do I rotate the on-call pager?"
 GOALS_S = {"--help": 1.0, "chunks": 1.0, "turns show": 1.0, "search": 3.0, "ask": 4.0}
 

@@ -24,9 +24,6 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
 from bot.answer.compose import SHORTLIST, ExtractiveComposer
 from bot.answer.turn import Answerer, new_record
 from bot.evaluate import MemoryTurnLog, load_items

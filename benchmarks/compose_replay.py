@@ -25,9 +25,6 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
 from benchmarks.answers import targets
 from bot.answer.compose import SHORTLIST, ExtractiveComposer
 from bot.evaluate import load_items, overlaps

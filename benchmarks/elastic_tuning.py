@@ -28,15 +28,11 @@ import statistics
 import sys
 import time
 import warnings
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import corpus
-
+from benchmarks import corpus
 from ingest.embedder import Embedder
 from search.elastic import ElasticStore, connect, mapping
 from search.embedded import EmbeddedStore

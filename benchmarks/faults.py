@@ -35,9 +35,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
+from benchmarks.common import REPO
 from bot.testing.bench import ingest_handbook
 
 HANDBOOK = REPO / "examples" / "handbook"

@@ -31,11 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
 import structlog
 
+from benchmarks.common import REPO
 from bot.answer.checks import quote_in
 from bot.answer.claude import CLAUDE, FALLBACK, Messages, ModelClaimJudge, build_client
 from bot.answer.prompt import JUDGE_SYSTEM, REFUSAL_TOKEN

@@ -53,8 +53,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from benchmarks.common import REPO
 
 # A subprocess may use this much more memory than the one that ingests the ordinary page
 # alone. pypdf inflates a stream up to the 75 MB limit before it stops; bytes, its copies
@@ -81,7 +80,7 @@ def child(paths: list[str]) -> None:
 
 
 def run_child(paths: list[Path], while_running=None) -> dict:
-    proc = subprocess.Popen([sys.executable, __file__, "--child", *map(str, paths)], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.hostile", "--child", *map(str, paths)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stop = threading.Event()
     helper = None

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -39,17 +38,12 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+from benchmarks.common import REPO
+
 QUALITY_CACHE = Path(os.environ.get("CITEBOT_QUALITY_CACHE", Path.home() / ".cache" / "citebot" / "quality"))
 MODES = ("dense", "lexical", "hybrid")
 
-# benchmarks/collections.py, loaded under another name (as `collections` it would be the
-# standard library's module).
-_spec = importlib.util.spec_from_file_location("citebot_collections", REPO / "benchmarks" / "collections.py")
-assert _spec and _spec.loader
-colls = importlib.util.module_from_spec(_spec)
-sys.modules["citebot_collections"] = colls
-_spec.loader.exec_module(colls)
+from benchmarks import labelled as colls
 
 # The same resampling as bot/evaluate.py's paired_bootstrap (`citebot eval --compare`):
 # items resampled in pairs with replacement, numpy's default_rng with its fixed seed,

@@ -39,9 +39,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from benchmarks.common import REPO
 
 COLLECTIONS_DIR = REPO / "benchmarks" / "collections"
 CACHE = Path(os.environ.get("CITEBOT_COLLECTIONS_CACHE",
