@@ -24,6 +24,8 @@ import os
 import subprocess
 import sys
 
+from benchmarks.common import REPO
+
 PASSES = 3  # after the warm-up pass
 STAGES = ("embed", "dense", "lexical", "total", "compose", "turn")
 # Where each stage's time is in a turn record's timings_ms ("total" is retrieval's).
