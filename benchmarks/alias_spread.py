@@ -4,7 +4,7 @@ For every glossary entry, in both directions: how many chunks the expansion's wo
 match, the share of all chunks that is, how many documents they fall in, the share the
 top document holds, and whether search.retrieve's flood rule leaves it out.
 
-    CITEBOT_STORE=... .venv/bin/python benchmarks/alias_spread.py examples/glossary.csv
+    CITEBOT_STORE=... .venv/bin/python -m benchmarks.alias_spread examples/glossary.csv
 """
 
 from __future__ import annotations

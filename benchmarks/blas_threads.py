@@ -9,9 +9,9 @@ when numpy loads), the two interleaved, each doing what a turn does on the embed
 store (the Answerer's whole turn: retrieve, gate, passages and their window scores, compose,
 checks), after one warm-up pass.
 
-    .venv/bin/python benchmarks/blas_threads.py [--corpus rust|examples] [--runs 3] [--json]
+    .venv/bin/python -m benchmarks.blas_threads [--corpus rust|examples] [--runs 3] [--json]
 
-rust: the 10,000-chunk rust-doc store of benchmarks/corpus.py (`corpus.py --build` first);
+rust: the 10,000-chunk rust-doc store of benchmarks/corpus.py (`python -m benchmarks.corpus --build` first);
 examples: the sample handbook (built by corpus.py too). Prints per configuration the p50
 of each stage in ms, then one thread over every core for turn, compose and dense.
 """

@@ -5,7 +5,7 @@ its heading path names (the source is loaded again to check, from --root: the fo
 that was ingested). Run after an ingest:
 
     CITEBOT_STORE=/tmp/s .venv/bin/citebot ingest examples/handbook
-    CITEBOT_STORE=/tmp/s .venv/bin/python benchmarks/chunk_stats.py --root examples/handbook
+    CITEBOT_STORE=/tmp/s .venv/bin/python -m benchmarks.chunk_stats --root examples/handbook
 
 `--furniture` also counts the chunks that hold page furniture, by a detector that reads
 only the stored chunks (it shares no code with ingest's furniture rules, so it can judge

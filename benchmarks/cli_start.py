@@ -1,6 +1,6 @@
 """How long one-shot commands take, end to end, beside same-run baselines.
 
-    .venv/bin/python benchmarks/cli_start.py [--store DIR] [--runs 5] [--json]
+    .venv/bin/python -m benchmarks.cli_start [--store DIR] [--runs 5] [--json]
 
 Each command runs as a fresh process (`python -m bot.cli …`, what `.venv/bin/citebot`
 runs), `--runs` times, interleaved with the baselines, and the median wall time is

@@ -7,7 +7,7 @@ them in a cache file, then runs ExtractiveComposer.pick on them and reports, of 
 whose passages hold a label, how many had one quoted (bot/evaluate.py `overlaps`, the
 judge answers.py uses). With --show, each miss is printed: the label, and what was quoted.
 
-    .venv/bin/python benchmarks/compose_replay.py --collections git,sqlite [--split dev]
+    .venv/bin/python -m benchmarks.compose_replay --collections git,sqlite [--split dev]
         [--show] [--words-only] [--shortlist N] [--no-windows]
 
 The store is CITEBOT_QUALITY_CACHE/<name>-store (as answers.py); the passages are cached

@@ -197,7 +197,7 @@ def embedded_store(embedder: Embedder) -> EmbeddedStore:
         # The listing was counted, or the store built, by other ingest code than this.
         raise SystemExit(
             f"{target} holds {store.chunk_count()} chunks but {CACHE / 'pages.json'} counted "
-            f"{chunks}: delete both and {done.name}, then run `benchmarks/corpus.py --build`")
+            f"{chunks}: delete both and {done.name}, then run `python -m benchmarks.corpus --build`")
     return store
 
 

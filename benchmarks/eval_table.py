@@ -6,7 +6,7 @@ glossary (CITEBOT_GLOSSARY), already ingested:
 
     export CITEBOT_STORE=/tmp/s CITEBOT_GLOSSARY=examples/glossary.csv
     .venv/bin/citebot ingest examples/handbook
-    .venv/bin/python benchmarks/eval_table.py examples/questions.jsonl
+    .venv/bin/python -m benchmarks.eval_table examples/questions.jsonl
 
 +rerank needs CITEBOT_RERANKER (a local CrossEncoder folder); none can be downloaded on
 this project's machines, so without it that row says so instead of printing figures.

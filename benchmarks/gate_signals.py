@@ -2,7 +2,7 @@
 separates answerable from unanswerable questions, what a few candidate rules refuse, and
 how much any rule of a signal could refuse at all.
 
-    python benchmarks/gate_signals.py [--collections examples,git,haproxy] [--split dev]
+    python -m benchmarks.gate_signals [--collections examples,git,haproxy] [--split dev]
         [--sentences] [--json]
 
 Reads the embedded stores that benchmarks/quality.py builds (run it first; it reads

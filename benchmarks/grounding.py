@@ -14,7 +14,7 @@ passages it cites, >= JUDGE_OVERLAP_MIN): a heuristic, not a model. Its agreemen
 deterministic quote check measures the plumbing and the protocol, not Claude. With
 --live-judge (ANTHROPIC_API_KEY set) the judge is the real model and the figure is real.
 
-    .venv/bin/python benchmarks/grounding.py [--store DIR] [--live-judge] [--json]
+    .venv/bin/python -m benchmarks.grounding [--store DIR] [--live-judge] [--json]
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ cases for what reaches Slack (`hostile_conversations`): a model's answer writing
 hidden-target links must arrive with every address visible, whole and streamed, and a
 person's [users] table must not answer in a DM with other people; exit 1 when one breaks.
 
-    .venv/bin/python benchmarks/hostile.py            # full size (about a minute)
-    .venv/bin/python benchmarks/hostile.py --quick    # CI: the bomb inflates to 200 MB, no CLI run
-    .venv/bin/python benchmarks/hostile.py --slack-only  # the hostile Slack event alone
+    .venv/bin/python -m benchmarks.hostile            # full size (about a minute)
+    .venv/bin/python -m benchmarks.hostile --quick    # CI: the bomb inflates to 200 MB, no CLI run
+    .venv/bin/python -m benchmarks.hostile --slack-only  # the hostile Slack event alone
 
 Then, in both modes, hostile settings and request bodies (`settings_and_requests_section`):
 URL settings holding a password (a missing colon, a word for a port, another scheme) and a

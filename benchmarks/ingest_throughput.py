@@ -1,6 +1,6 @@
 """Ingest throughput beside the raw encode rate of the same windows, measured in one run.
 
-    .venv/bin/python benchmarks/ingest_throughput.py [PATH] [--backend embedded|elasticsearch] [--json]
+    .venv/bin/python -m benchmarks.ingest_throughput [PATH] [--backend embedded|elasticsearch] [--json]
 
 PATH (default examples/handbook) is ingested end to end into a fresh store (find, read,
 parse, chunk, cut windows, embed, write, commit, calibrate the gate): `ingest_windows_per_s`

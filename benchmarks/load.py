@@ -20,8 +20,8 @@ answer shows) and `turn` log lines of the workers; duplicates dropped by the wor
 Exits 1 when a promise is broken: ack p99 over 3 s, an event without exactly one reply,
 a turn missing from the log.
 
-    .venv/bin/python benchmarks/load.py --redis redis://127.0.0.1:6390/0
-    .venv/bin/python benchmarks/load.py --quick   # CI: 20 + 60, a private redis-server
+    .venv/bin/python -m benchmarks.load --redis redis://127.0.0.1:6390/0
+    .venv/bin/python -m benchmarks.load --quick   # CI: 20 + 60, a private redis-server
 """
 
 from __future__ import annotations

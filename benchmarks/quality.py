@@ -1,6 +1,6 @@
 """The generalisation table: retrieval and refusal quality on every labelled collection.
 
-For each collection under benchmarks/collections/ (see benchmarks/collections.py) and for
+For each collection under benchmarks/collections/ (see benchmarks/labelled.py) and for
 examples/ (the sample handbook), this fetches the documents, ingests them into a store of
 their own, and runs `citebot eval FILE --json --mode M` for each mode, all through the
 `citebot` command line, as a new user would. It prints, per collection and mode: n,
@@ -9,7 +9,7 @@ the share of answerable ones refused (false refusals), rare-name Recall@1 and ph
 Recall@1; then the mean over collections per mode: held-out collections first, apart from
 the tuned ones, and the tuned collections' held-out split apart again.
 
-    .venv/bin/python benchmarks/quality.py [--collections git,examples] [--modes hybrid]
+    .venv/bin/python -m benchmarks.quality [--collections git,examples] [--modes hybrid]
         [--json] [--save run.json] [--baseline other-run.json] [--backend elasticsearch]
 
 Stores: ~/.cache/citebot/quality/<name>-store (embedded), or with --backend elasticsearch

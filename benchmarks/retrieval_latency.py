@@ -8,7 +8,7 @@ the Rust books and standard library reference from Debian's rust-doc, 10,000+ ch
 first run builds it, about 6 minutes on 2 shared cores). Also prints the share of questions whose top 5 is the same on both backends.
 
     eval "$(scripts/services start)"
-    .venv/bin/python benchmarks/retrieval_latency.py [--corpus examples|rust|both]
+    .venv/bin/python -m benchmarks.retrieval_latency [--corpus examples|rust|both]
         [--reranker PATH] [--stems-cost] [--json]
 
 --stems-cost measures each backend a second time with the stemmed term groups off

@@ -1,6 +1,6 @@
 """Retrieval at 10k to 1M chunks: load a store, then time hybrid retrieval under load.
 
-    python benchmarks/scale.py --backend elasticsearch|embedded --chunks N
+    python -m benchmarks.scale --backend elasticsearch|embedded --chunks N
         [--concurrency C] [--reuse] [--shards S] [--passes P] --json
 
 prints one JSON object: {"backend", "chunks", "windows", "load_s", "index_bytes",

@@ -10,7 +10,7 @@ from the mention sent: the first progress (status or placeholder), the first sen
 screen (chat.startStream) and the whole answer (chat.stopStream), against the answer on the
 placeholder path (chat.update), p50 over the runs, and the ratio first sentence / answer.
 
-    .venv/bin/python benchmarks/stream_latency.py [--runs 10] [--sentences 8] [--json]
+    .venv/bin/python -m benchmarks.stream_latency [--runs 10] [--sentences 8] [--json]
 
 The store is the sample handbook ingested with the test embedder (seconds, not measured):
 retrieval quality plays no part here.
