@@ -11,9 +11,9 @@ question: time to first visible progress (first delivery sent -> the placeholder
 chat.postMessage reaching the stand-in) and time to the answer (-> its chat.update); and
 duplicates (replies beyond one per question) over all the retried deliveries.
 
-    .venv/bin/python benchmarks/ack_latency.py                 # in-process dedupe and state
-    .venv/bin/python benchmarks/ack_latency.py --redis redis://127.0.0.1:6390/0
-    .venv/bin/python benchmarks/ack_latency.py --store ~/.local/share/citebot/store
+    .venv/bin/python -m benchmarks.ack_latency                 # in-process dedupe and state
+    .venv/bin/python -m benchmarks.ack_latency --redis redis://127.0.0.1:6390/0
+    .venv/bin/python -m benchmarks.ack_latency --store ~/.local/share/citebot/store
 
 Without --store, the sample handbook is ingested into a temporary store first (a couple
 of minutes, not measured).
@@ -35,13 +35,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
+from benchmarks.common import REPO, percentile
 from bot.logs import configure
 from bot.settings import load_settings
 from bot.slack.server import SlackHttpServer
-from bot.testing.bench import percentile
 from bot.testing.slack_standin import (
     BOT_TOKEN,
     BOT_USER_ID,

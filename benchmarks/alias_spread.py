@@ -4,7 +4,7 @@ For every glossary entry, in both directions: how many chunks the expansion's wo
 match, the share of all chunks that is, how many documents they fall in, the share the
 top document holds, and whether search.retrieve's flood rule leaves it out.
 
-    CITEBOT_STORE=... .venv/bin/python benchmarks/alias_spread.py examples/glossary.csv
+    CITEBOT_STORE=... .venv/bin/python -m benchmarks.alias_spread examples/glossary.csv
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from search.embedded import EmbeddedStore  # noqa: E402
-from search.glossary import Expansion, Glossary  # noqa: E402
-from search.retrieve import Retriever  # noqa: E402
+from search.embedded import EmbeddedStore
+from search.glossary import Expansion, Glossary
+from search.retrieve import Retriever
 
 
 def main() -> None:

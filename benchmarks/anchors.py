@@ -7,9 +7,9 @@ a heading: those whose heading has an anchor of its own, those that take an encl
 heading's, those with none; and anchors that name no id or <a name> of the page (a link that would
 land at the top of the page instead; this should be 0). Reads files only:
 
-    .venv/bin/python benchmarks/anchors.py ~/.cache/citebot/collections/django/docs [...]
+    .venv/bin/python -m benchmarks.anchors ~/.cache/citebot/collections/django/docs [...]
 
-(the collections' documents are fetched by benchmarks/collections.py, never committed).
+(the collections' documents are fetched by benchmarks/labelled.py, never committed).
 """
 
 from __future__ import annotations
@@ -17,10 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ingest.loaders import load
 from search.errors import IngestError

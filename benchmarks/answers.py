@@ -10,11 +10,11 @@ examples/, this runs `citebot eval QUESTIONS --answers --json` through the comma
 - when given: of those, the share whose answer quotes a label (sentence choice alone);
 - refusal accuracy, and the p50 / p90 of the compose stage over the answered turns.
 
-    .venv/bin/python benchmarks/answers.py [--collections django,sqlite] [--save run.json]
+    .venv/bin/python -m benchmarks.answers [--collections django,sqlite] [--save run.json]
         [--baseline earlier-run.json] [--json]
 
 Documents and stores are the harness's: the documents in
-~/.cache/citebot/collections/<name>/docs (fetched by `benchmarks/collections.py fetch NAME`)
+~/.cache/citebot/collections/<name>/docs (fetched by `python -m benchmarks.labelled fetch NAME`)
 and the embedded store ~/.cache/citebot/quality/<name>-store (examples/ is ingested into
 examples-store). A missing store is ingested here with `citebot ingest`; an existing one is
 reused as it is (ingest is idempotent, and re-embedding costs minutes on 2 cores).
@@ -39,9 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
+from benchmarks import common
+from benchmarks.common import REPO
 from bot.evaluate import paired_bootstrap
 
 CACHE = Path.home() / ".cache" / "citebot"
@@ -110,13 +109,13 @@ def run_citebot(t: Target, args: list[str]) -> list[dict]:
 def ensure_store(t: Target) -> None:
     if not t.docs.is_dir():
         raise AnswersError(f"{t.name}: no documents at {t.docs}; fetch them with "
-                           f"`python benchmarks/collections.py fetch {t.name}`")
+                           f"`python -m benchmarks.labelled fetch {t.name}`")
     if not (t.store / "citebot.sqlite3").exists():
         run_citebot(t, ["ingest", ".", "--json"])
 
 
 def percentile(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
+    return common.percentile(values, q) if values else None
 
 
 def run_target(t: Target) -> tuple[list[dict], dict]:

@@ -9,9 +9,9 @@ when numpy loads), the two interleaved, each doing what a turn does on the embed
 store (the Answerer's whole turn: retrieve, gate, passages and their window scores, compose,
 checks), after one warm-up pass.
 
-    .venv/bin/python benchmarks/blas_threads.py [--corpus rust|examples] [--runs 3] [--json]
+    .venv/bin/python -m benchmarks.blas_threads [--corpus rust|examples] [--runs 3] [--json]
 
-rust: the 10,000-chunk rust-doc store of benchmarks/corpus.py (`corpus.py --build` first);
+rust: the 10,000-chunk rust-doc store of benchmarks/corpus.py (`python -m benchmarks.corpus --build` first);
 examples: the sample handbook (built by corpus.py too). Prints per configuration the p50
 of each stage in ms, then one thread over every core for turn, compose and dense.
 """
@@ -23,9 +23,9 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from benchmarks.common import REPO
+
 PASSES = 3  # after the warm-up pass
 STAGES = ("embed", "dense", "lexical", "total", "compose", "turn")
 # Where each stage's time is in a turn record's timings_ms ("total" is retrieval's).
@@ -34,11 +34,9 @@ STAGE_KEYS = {"embed": "retrieve_embed", "dense": "retrieve_dense", "lexical": "
 
 
 def child(corpus_name: str) -> dict:
-    sys.path.insert(0, str(REPO))
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import corpus
     import numpy as np
 
+    from benchmarks import corpus
     from bot.evaluate import MemoryTurnLog
     from bot.settings import load_settings
     from bot.wiring import Components
@@ -87,8 +85,8 @@ def main() -> int:
     for _ in range(args.runs):
         for threads in (cores, "1"):
             env = {**os.environ, "OPENBLAS_NUM_THREADS": threads}
-            r = subprocess.run([sys.executable, __file__, "--child", "--corpus", args.corpus], env=env,
-                               capture_output=True, text=True, check=False)
+            r = subprocess.run([sys.executable, "-m", "benchmarks.blas_threads", "--child", "--corpus", args.corpus],
+                               cwd=REPO, env=env, capture_output=True, text=True, check=False)
             if r.returncode != 0:
                 print(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "child failed", file=sys.stderr)
                 return 1

@@ -5,7 +5,7 @@ its heading path names (the source is loaded again to check, from --root: the fo
 that was ingested). Run after an ingest:
 
     CITEBOT_STORE=/tmp/s .venv/bin/citebot ingest examples/handbook
-    CITEBOT_STORE=/tmp/s .venv/bin/python benchmarks/chunk_stats.py --root examples/handbook
+    CITEBOT_STORE=/tmp/s .venv/bin/python -m benchmarks.chunk_stats --root examples/handbook
 
 `--furniture` also counts the chunks that hold page furniture, by a detector that reads
 only the stored chunks (it shares no code with ingest's furniture rules, so it can judge
@@ -37,12 +37,10 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from ingest.chunker import BAND_MAX_TOKENS, BAND_MIN_TOKENS, PARAGRAPH_SEPARATOR  # noqa: E402
-from ingest.loaders import load  # noqa: E402
-from search.embedded import EmbeddedStore  # noqa: E402
-from search.types import Chunk  # noqa: E402
+from ingest.chunker import BAND_MAX_TOKENS, BAND_MIN_TOKENS, PARAGRAPH_SEPARATOR
+from ingest.loaders import load
+from search.embedded import EmbeddedStore
+from search.types import Chunk
 
 SHORT_TOKENS = 50
 # The detector's repetition rule is looser than ingest's (a third of the documents,

@@ -1,6 +1,6 @@
 """How long one-shot commands take, end to end, beside same-run baselines.
 
-    .venv/bin/python benchmarks/cli_start.py [--store DIR] [--runs 5] [--json]
+    .venv/bin/python -m benchmarks.cli_start [--store DIR] [--runs 5] [--json]
 
 Each command runs as a fresh process (`python -m bot.cli …`, what `.venv/bin/citebot`
 runs), `--runs` times, interleaved with the baselines, and the median wall time is
@@ -24,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from benchmarks.common import REPO
+
 QUESTION = "how do I rotate the on-call pager?"
 GOALS_S = {"--help": 1.0, "chunks": 1.0, "turns show": 1.0, "search": 3.0, "ask": 4.0}
 

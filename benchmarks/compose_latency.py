@@ -11,7 +11,7 @@ It prints p50 and p90 per way, and the load average, because on a shared machine
 figures are the machine's as much as the code's.
 
     CITEBOT_STORE=~/.cache/citebot/quality/examples-store CITEBOT_GLOSSARY=examples/glossary.csv \\
-        .venv/bin/python benchmarks/compose_latency.py examples/questions.jsonl [--limit 30]
+        .venv/bin/python -m benchmarks.compose_latency examples/questions.jsonl [--limit 30]
 """
 
 from __future__ import annotations
@@ -23,9 +23,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from bot.answer.compose import SHORTLIST, ExtractiveComposer
 from bot.answer.turn import Answerer, new_record

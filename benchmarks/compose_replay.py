@@ -7,7 +7,7 @@ them in a cache file, then runs ExtractiveComposer.pick on them and reports, of 
 whose passages hold a label, how many had one quoted (bot/evaluate.py `overlaps`, the
 judge answers.py uses). With --show, each miss is printed: the label, and what was quoted.
 
-    .venv/bin/python benchmarks/compose_replay.py --collections git,sqlite [--split dev]
+    .venv/bin/python -m benchmarks.compose_replay --collections git,sqlite [--split dev]
         [--show] [--words-only] [--shortlist N] [--no-windows]
 
 The store is CITEBOT_QUALITY_CACHE/<name>-store (as answers.py); the passages are cached
@@ -24,9 +24,6 @@ import pickle
 import sys
 from dataclasses import replace
 from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from benchmarks.answers import targets
 from bot.answer.compose import SHORTLIST, ExtractiveComposer

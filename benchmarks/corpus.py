@@ -30,10 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
+from benchmarks.common import REPO
 from ingest.chunker import chunk_document, doc_id_for
 from ingest.embedder import Embedder
 from ingest.loaders import load
@@ -200,7 +197,7 @@ def embedded_store(embedder: Embedder) -> EmbeddedStore:
         # The listing was counted, or the store built, by other ingest code than this.
         raise SystemExit(
             f"{target} holds {store.chunk_count()} chunks but {CACHE / 'pages.json'} counted "
-            f"{chunks}: delete both and {done.name}, then run `benchmarks/corpus.py --build`")
+            f"{chunks}: delete both and {done.name}, then run `python -m benchmarks.corpus --build`")
     return store
 
 
@@ -283,7 +280,6 @@ def elastic_copy(source: EmbeddedStore, alias: str):
     """An Elasticsearch store under `alias` holding the same chunks and vectors as `source`
     (reused when it already does: filling it again takes minutes for the large corpus)."""
     from search.elastic import ElasticStore, connect
-
     from search.errors import StoreError
 
     store = ElasticStore(connect(elastic_url(), timeout_s=120), alias=alias)

@@ -17,7 +17,7 @@ Quantisation (index_options.type): hnsw (float), int8_hnsw, bbq_hnsw (this versi
 default for 384 dimensions: 1-bit vectors, rescored 3x on floats).
 
     eval "$(scripts/services start)"
-    .venv/bin/python benchmarks/elastic_tuning.py [--corpus examples|rust|both] [--json]
+    .venv/bin/python -m benchmarks.elastic_tuning [--corpus examples|rust|both] [--json]
 """
 
 from __future__ import annotations
@@ -28,15 +28,11 @@ import statistics
 import sys
 import time
 import warnings
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import corpus
-
+from benchmarks import corpus
 from ingest.embedder import Embedder
 from search.elastic import ElasticStore, connect, mapping
 from search.embedded import EmbeddedStore

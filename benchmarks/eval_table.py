@@ -6,7 +6,7 @@ glossary (CITEBOT_GLOSSARY), already ingested:
 
     export CITEBOT_STORE=/tmp/s CITEBOT_GLOSSARY=examples/glossary.csv
     .venv/bin/citebot ingest examples/handbook
-    .venv/bin/python benchmarks/eval_table.py examples/questions.jsonl
+    .venv/bin/python -m benchmarks.eval_table examples/questions.jsonl
 
 +rerank needs CITEBOT_RERANKER (a local CrossEncoder folder); none can be downloaded on
 this project's machines, so without it that row says so instead of printing figures.
@@ -17,12 +17,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bot.answer.gate import Gate  # noqa: E402
-from bot.evaluate import compare, figures, load_items, parse_config, run_item  # noqa: E402
-from bot.settings import load_settings  # noqa: E402
-from bot.wiring import Components  # noqa: E402
+from bot.answer.gate import Gate
+from bot.evaluate import compare, figures, load_items, parse_config, run_item
+from bot.settings import load_settings
+from bot.wiring import Components
 
 CONFIGS = ["dense", "lexical", "hybrid-aliases", "hybrid", "hybrid+rerank"]
 COMPARISONS = [("lexical", "hybrid"), ("dense", "hybrid"), ("hybrid-aliases", "hybrid")]

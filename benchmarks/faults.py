@@ -6,9 +6,9 @@ every row's raw figures. Nothing here touches the shared test services: Redis an
 Elasticsearch run as private processes on free ports (bot/testing/services.py), and the
 bots, ingests and models are the fault suite's (bot/testing/: test embedder, stand-ins).
 
-    .venv/bin/python benchmarks/faults.py --quick    # CI (scripts/test runs it): ~2-4 min
-    .venv/bin/python benchmarks/faults.py            # every kill point, 20 seeds, 50 events
-    .venv/bin/python benchmarks/faults.py --only anthropic,embedded
+    .venv/bin/python -m benchmarks.faults --quick    # CI (scripts/test runs it): ~2-4 min
+    .venv/bin/python -m benchmarks.faults            # every kill point, 20 seeds, 50 events
+    .venv/bin/python -m benchmarks.faults --only anthropic,embedded
 
 Sections: anthropic (every fault of the stand-in's catalogue, one turn each: the turn's
 seconds against its budget), embedded (an ingest SIGKILLed at known points and at random
@@ -35,9 +35,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
+from benchmarks.common import REPO
 from bot.testing.bench import ingest_handbook
 
 HANDBOOK = REPO / "examples" / "handbook"

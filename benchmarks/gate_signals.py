@@ -2,7 +2,7 @@
 separates answerable from unanswerable questions, what a few candidate rules refuse, and
 how much any rule of a signal could refuse at all.
 
-    python benchmarks/gate_signals.py [--collections examples,git,haproxy] [--split dev]
+    python -m benchmarks.gate_signals [--collections examples,git,haproxy] [--split dev]
         [--sentences] [--json]
 
 Reads the embedded stores that benchmarks/quality.py builds (run it first; it reads
@@ -35,17 +35,13 @@ with at most CEILING_FALSE_REFUSALS false refusals on each (again an upper bound
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
+from benchmarks import quality
 from bot.answer.compose import stem
 from bot.answer.gate import Gate
 from bot.answer.sentences import sentence_spans
@@ -57,11 +53,6 @@ from search.retrieval_config import BEST_COVERAGE_HITS
 from search.retrieve import Retriever
 from search.text import content_words, words
 from search.types import Hit
-
-_spec = importlib.util.spec_from_file_location("citebot_quality", REPO / "benchmarks" / "quality.py")
-quality = importlib.util.module_from_spec(_spec)
-sys.modules["citebot_quality"] = quality  # dataclasses look their module up
-_spec.loader.exec_module(quality)  # type: ignore[union-attr]
 
 RETRIEVAL_SIGNALS = ("dense_top", "dense_z", "coverage", "best_coverage")
 ANSWER_SIGNALS = ("sentence_coverage", "window_coverage", "focus_together", "arm_agreement")

@@ -14,7 +14,7 @@ passages it cites, >= JUDGE_OVERLAP_MIN): a heuristic, not a model. Its agreemen
 deterministic quote check measures the plumbing and the protocol, not Claude. With
 --live-judge (ANTHROPIC_API_KEY set) the judge is the real model and the figure is real.
 
-    .venv/bin/python benchmarks/grounding.py [--store DIR] [--live-judge] [--json]
+    .venv/bin/python -m benchmarks.grounding [--store DIR] [--live-judge] [--json]
 """
 
 from __future__ import annotations
@@ -31,11 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
 import structlog
 
+from benchmarks.common import REPO
 from bot.answer.checks import quote_in
 from bot.answer.claude import CLAUDE, FALLBACK, Messages, ModelClaimJudge, build_client
 from bot.answer.prompt import JUDGE_SYSTEM, REFUSAL_TOKEN

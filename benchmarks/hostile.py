@@ -23,9 +23,9 @@ cases for what reaches Slack (`hostile_conversations`): a model's answer writing
 hidden-target links must arrive with every address visible, whole and streamed, and a
 person's [users] table must not answer in a DM with other people; exit 1 when one breaks.
 
-    .venv/bin/python benchmarks/hostile.py            # full size (about a minute)
-    .venv/bin/python benchmarks/hostile.py --quick    # CI: the bomb inflates to 200 MB, no CLI run
-    .venv/bin/python benchmarks/hostile.py --slack-only  # the hostile Slack event alone
+    .venv/bin/python -m benchmarks.hostile            # full size (about a minute)
+    .venv/bin/python -m benchmarks.hostile --quick    # CI: the bomb inflates to 200 MB, no CLI run
+    .venv/bin/python -m benchmarks.hostile --slack-only  # the hostile Slack event alone
 
 Then, in both modes, hostile settings and request bodies (`settings_and_requests_section`):
 URL settings holding a password (a missing colon, a word for a port, another scheme) and a
@@ -53,8 +53,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from benchmarks.common import REPO
 
 # A subprocess may use this much more memory than the one that ingests the ordinary page
 # alone. pypdf inflates a stream up to the 75 MB limit before it stops; bytes, its copies
@@ -81,7 +80,7 @@ def child(paths: list[str]) -> None:
 
 
 def run_child(paths: list[Path], while_running=None) -> dict:
-    proc = subprocess.Popen([sys.executable, __file__, "--child", *map(str, paths)], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.hostile", "--child", *map(str, paths)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stop = threading.Event()
     helper = None

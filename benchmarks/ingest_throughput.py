@@ -1,6 +1,6 @@
 """Ingest throughput beside the raw encode rate of the same windows, measured in one run.
 
-    .venv/bin/python benchmarks/ingest_throughput.py [PATH] [--backend embedded|elasticsearch] [--json]
+    .venv/bin/python -m benchmarks.ingest_throughput [PATH] [--backend embedded|elasticsearch] [--json]
 
 PATH (default examples/handbook) is ingested end to end into a fresh store (find, read,
 parse, chunk, cut windows, embed, write, commit, calibrate the gate): `ingest_windows_per_s`
@@ -28,16 +28,13 @@ import argparse
 import json
 import os
 import sqlite3
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
+from benchmarks.common import REPO
 from ingest.chunker import chunk_document, doc_id_for
 from ingest.embedder import Embedder
 from ingest.pipeline import ingest, load_collection
@@ -82,9 +79,7 @@ def stored_windows(store) -> int:
 def open_store(backend: str, tmp: Path):
     if backend == "embedded":
         return EmbeddedStore(tmp / "store")
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import corpus
-
+    from benchmarks import corpus
     from search.elastic import ElasticStore, connect
 
     return ElasticStore(connect(corpus.elastic_url(), timeout_s=120),

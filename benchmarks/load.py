@@ -20,8 +20,8 @@ answer shows) and `turn` log lines of the workers; duplicates dropped by the wor
 Exits 1 when a promise is broken: ack p99 over 3 s, an event without exactly one reply,
 a turn missing from the log.
 
-    .venv/bin/python benchmarks/load.py --redis redis://127.0.0.1:6390/0
-    .venv/bin/python benchmarks/load.py --quick   # CI: 20 + 60, a private redis-server
+    .venv/bin/python -m benchmarks.load --redis redis://127.0.0.1:6390/0
+    .venv/bin/python -m benchmarks.load --quick   # CI: 20 + 60, a private redis-server
 """
 
 from __future__ import annotations
@@ -41,10 +41,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bot.testing.bench import ingest_handbook, percentile
+from benchmarks.common import REPO, percentile
+from bot.testing.bench import ingest_handbook
 
 ACK_LIMIT_S = 3.0  # Slack's: a request not acked in 3 s is delivered again
 QUESTIONS = [json.loads(line)["question"] for line in
@@ -83,7 +81,7 @@ def worker(args: argparse.Namespace) -> None:
 class Worker:
     def __init__(self, n: int, store: Path, slack_api: str, redis_url: str, prefix: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--worker", "--store", str(store), "--slack-api", slack_api,
+            [sys.executable, "-m", "benchmarks.load", "--worker", "--store", str(store), "--slack-api", slack_api,
              "--redis", redis_url, "--prefix", prefix],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={k: v for k, v in os.environ.items() if not k.startswith(("CITEBOT_", "SLACK_", "REDIS_URL"))})

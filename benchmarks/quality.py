@@ -1,6 +1,6 @@
 """The generalisation table: retrieval and refusal quality on every labelled collection.
 
-For each collection under benchmarks/collections/ (see benchmarks/collections.py) and for
+For each collection under benchmarks/collections/ (see benchmarks/labelled.py) and for
 examples/ (the sample handbook), this fetches the documents, ingests them into a store of
 their own, and runs `citebot eval FILE --json --mode M` for each mode, all through the
 `citebot` command line, as a new user would. It prints, per collection and mode: n,
@@ -9,7 +9,7 @@ the share of answerable ones refused (false refusals), rare-name Recall@1 and ph
 Recall@1; then the mean over collections per mode: held-out collections first, apart from
 the tuned ones, and the tuned collections' held-out split apart again.
 
-    .venv/bin/python benchmarks/quality.py [--collections git,examples] [--modes hybrid]
+    .venv/bin/python -m benchmarks.quality [--collections git,examples] [--modes hybrid]
         [--json] [--save run.json] [--baseline other-run.json] [--backend elasticsearch]
 
 Stores: ~/.cache/citebot/quality/<name>-store (embedded), or with --backend elasticsearch
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -39,17 +38,12 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+from benchmarks.common import REPO
+
 QUALITY_CACHE = Path(os.environ.get("CITEBOT_QUALITY_CACHE", Path.home() / ".cache" / "citebot" / "quality"))
 MODES = ("dense", "lexical", "hybrid")
 
-# benchmarks/collections.py, loaded under another name (as `collections` it would be the
-# standard library's module).
-_spec = importlib.util.spec_from_file_location("citebot_collections", REPO / "benchmarks" / "collections.py")
-assert _spec and _spec.loader
-colls = importlib.util.module_from_spec(_spec)
-sys.modules["citebot_collections"] = colls
-_spec.loader.exec_module(colls)
+from benchmarks import labelled as colls
 
 # The same resampling as bot/evaluate.py's paired_bootstrap (`citebot eval --compare`):
 # items resampled in pairs with replacement, numpy's default_rng with its fixed seed,

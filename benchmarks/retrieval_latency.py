@@ -8,7 +8,7 @@ the Rust books and standard library reference from Debian's rust-doc, 10,000+ ch
 first run builds it, about 6 minutes on 2 shared cores). Also prints the share of questions whose top 5 is the same on both backends.
 
     eval "$(scripts/services start)"
-    .venv/bin/python benchmarks/retrieval_latency.py [--corpus examples|rust|both]
+    .venv/bin/python -m benchmarks.retrieval_latency [--corpus examples|rust|both]
         [--reranker PATH] [--stems-cost] [--json]
 
 --stems-cost measures each backend a second time with the stemmed term groups off
@@ -23,16 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import bot  # noqa: F401 - first: numpy's BLAS threads as in citebot (bot/__init__.py, blas_threads.py)
-import corpus
-
+from benchmarks import corpus
+from benchmarks.common import percentile
 from ingest.embedder import Embedder
 from search.glossary import Glossary
 from search.retrieval_config import RetrievalConfig
@@ -42,11 +38,6 @@ from search.store import Store
 # Passes over the question set after one warm-up pass (caches, JIT, HNSW pages).
 PASSES = {"examples": 2, "rust": 5}
 STAGES = ("analyse", "embed", "dense", "lexical", "fuse", "rerank", "total")
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def measure(store: Store, embedder: Embedder, questions: list[str], glossary: Glossary,
@@ -62,7 +53,7 @@ def measure(store: Store, embedder: Embedder, questions: list[str], glossary: Gl
             for stage, ms in retriever.retrieve(q).timings_ms.items():
                 samples.setdefault(stage, []).append(ms)
     figures = {
-        stage: {"p50": round(percentile(v, 0.5), 2), "p95": round(percentile(v, 0.95), 2),
+        stage: {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2),
                 "n": len(v)}
         for stage, v in samples.items()
     }

@@ -1,6 +1,6 @@
 """Retrieval at 10k to 1M chunks: load a store, then time hybrid retrieval under load.
 
-    python benchmarks/scale.py --backend elasticsearch|embedded --chunks N
+    python -m benchmarks.scale --backend elasticsearch|embedded --chunks N
         [--concurrency C] [--reuse] [--shards S] [--passes P] --json
 
 prints one JSON object: {"backend", "chunks", "windows", "load_s", "index_bytes",
@@ -67,10 +67,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import corpus
-
+from benchmarks import corpus
+from benchmarks.common import percentile
 from ingest.chunker import chunk_document, chunk_id_for, doc_id_for
 from ingest.embedder import MODEL_WINDOW_TOKENS, SPECIAL_TOKENS, WINDOW_OVERLAP_TOKENS, Embedder
 from ingest.loaders import load
@@ -295,11 +293,6 @@ def calibrate(store, embedder: Embedder) -> None:
     store.write_stat(calibration.STAT_KEY, null.as_dict())
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
 def measure(store, embedder: Embedder, concurrency: int, passes: int) -> dict[str, Any]:
     questions = list(corpus.QUESTIONS)
     embed_ms = []
@@ -332,14 +325,14 @@ def measure(store, embedder: Embedder, concurrency: int, passes: int) -> dict[st
         list(pool.map(one, work))
     wall = time.perf_counter() - started
     return {
-        "p50_ms": round(percentile(totals, 0.50), 2),
-        "p95_ms": round(percentile(totals, 0.95), 2),
-        "p99_ms": round(percentile(totals, 0.99), 2),
+        "p50_ms": round(percentile(totals, 50), 2),
+        "p95_ms": round(percentile(totals, 95), 2),
+        "p99_ms": round(percentile(totals, 99), 2),
         "min_ms": round(min(totals), 2),
         "qps": round(len(work) / wall, 2),
         "queries": len(work),
-        "stage_p50_ms": {k: round(percentile(v, 0.5), 2) for k, v in stages.items() if k != "total"},
-        "embed_p50_ms": round(percentile(embed_ms, 0.5), 2),
+        "stage_p50_ms": {k: round(percentile(v, 50), 2) for k, v in stages.items() if k != "total"},
+        "embed_p50_ms": round(percentile(embed_ms, 50), 2),
         "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
 
@@ -383,7 +376,7 @@ def numpy_scan(chunk_counts: list[int], windows_per_chunk: float, repeats: int =
             np.maximum.at(best, owner, scores)
             np.argsort(-best, kind="stable")[:30]
             times.append((time.perf_counter() - t) * 1000)
-        rows.append({"chunks": n, "windows": w, "scan_p50_ms": round(percentile(times, 0.5), 2),
+        rows.append({"chunks": n, "windows": w, "scan_p50_ms": round(percentile(times, 50), 2),
                      "scan_min_ms": round(min(times), 2),
                      "matrix_bytes": matrix.nbytes})
         del matrix

@@ -10,7 +10,7 @@ from the mention sent: the first progress (status or placeholder), the first sen
 screen (chat.startStream) and the whole answer (chat.stopStream), against the answer on the
 placeholder path (chat.update), p50 over the runs, and the ratio first sentence / answer.
 
-    .venv/bin/python benchmarks/stream_latency.py [--runs 10] [--sentences 8] [--json]
+    .venv/bin/python -m benchmarks.stream_latency [--runs 10] [--sentences 8] [--json]
 
 The store is the sample handbook ingested with the test embedder (seconds, not measured):
 retrieval quality plays no part here.
@@ -22,20 +22,23 @@ import argparse
 import json
 import logging
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
+from benchmarks.common import REPO
 from bot.logs import configure
 from bot.settings import load_settings
 from bot.slack.server import SlackHttpServer
 from bot.testing.anthropic_standin import Reply, message, passages_in, running
 from bot.testing.embedder import HashingEmbedder
-from bot.testing.slack_standin import BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, SlackSender, SlackStandIn
+from bot.testing.slack_standin import (
+    BOT_TOKEN,
+    BOT_USER_ID,
+    SIGNING_SECRET,
+    SlackSender,
+    SlackStandIn,
+)
 from bot.wiring import Components, build_bot
 
 QUESTION = "How often does the Release Train leave?"

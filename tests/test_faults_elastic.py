@@ -1,5 +1,5 @@
 """Elasticsearch killed (SIGKILL) in the middle of an ingest and stopped during a turn
-(benchmarks/faults.py --only elasticsearch measures the same), on a private node of this
+(python -m benchmarks.faults --only elasticsearch measures the same), on a private node of this
 module's own (bot/testing/services.py), never the shared test node.
 
 An ingest killed before its alias moves leaves the alias serving the old collection whole

@@ -1,5 +1,5 @@
 """Redis stopped and started again under two bot processes answering retried deliveries
-(benchmarks/faults.py --only redis measures the same).
+(python -m benchmarks.faults --only redis measures the same).
 
 Two `citebot serve`-like processes (bot/testing/bot_child.py: the real wiring, Bolt and
 HTTP server, with the test embedder) share a private redis-server (bot/testing/services.py)

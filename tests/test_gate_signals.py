@@ -3,17 +3,8 @@ say what they claim, and the ceiling and the joint rule are the bounds they clai
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
+from benchmarks import gate_signals as signals
 from search.types import Chunk, Hit
-
-REPO = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("citebot_gate_signals", REPO / "benchmarks" / "gate_signals.py")
-signals = importlib.util.module_from_spec(_spec)
-sys.modules["citebot_gate_signals"] = signals
-_spec.loader.exec_module(signals)  # type: ignore[union-attr]
 
 
 def hit(text: str, n: int, dense_rank: int | None = None, lexical_rank: int | None = None) -> Hit:

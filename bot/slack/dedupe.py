@@ -6,7 +6,7 @@ Slack adapter claims the event id and the message; only the winner answers. With
 the claim is one `SET key 1 NX EX ttl`, shared by every replica; without Redis it is a
 TTL dictionary in this process.
 
-While Redis is down (tests/test_faults_redis.py; benchmarks/faults.py --only redis). Every
+While Redis is down (tests/test_faults_redis.py; python -m benchmarks.faults --only redis). Every
 claim is also kept in this process, and checked there first, so what is guaranteed is:
 - during the outage: at most one reply per event from each process (a replica that has
   seen an event never answers it again); two replicas may both answer one event, since

@@ -1,5 +1,5 @@
 """Pieces the benchmarks and the fault tests share: the sample handbook ingested with the
-test embedder, and the interpolated percentile their latency figures use."""
+test embedder (the benchmarks' percentile is benchmarks/common.py's)."""
 
 from __future__ import annotations
 
@@ -26,13 +26,3 @@ def ingest_handbook_into(store, embedder=None):
         return ingest([HANDBOOK], store, embedder if embedder is not None else HashingEmbedder(), progress=False)
     finally:
         store.close()
-
-
-def percentile(values: list[float], p: float) -> float:
-    """The p-th percentile (0-100), interpolated between the closest ranks; NaN for none."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * p / 100
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)

@@ -14,9 +14,9 @@ docs/ is the folder citebot ingests; docs/../VERSION names the package version t
 figures were measured on. Fetching is idempotent: a docs/ folder built from the same
 package file with the same root/include/exclude is reused as it is.
 
-    python benchmarks/collections.py fetch [NAME...]      # prints each docs/ path
-    python benchmarks/collections.py validate [NAME...]   # non-zero exit on any problem
-    python benchmarks/collections.py list
+    python -m benchmarks.labelled fetch [NAME...]      # prints each docs/ path
+    python -m benchmarks.labelled validate [NAME...]   # non-zero exit on any problem
+    python -m benchmarks.labelled list
 
 (Load it from other scripts with importlib under another name: the file name shadows the
 standard library's `collections` for `import`.)
@@ -39,9 +39,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from benchmarks.common import REPO
 
 COLLECTIONS_DIR = REPO / "benchmarks" / "collections"
 CACHE = Path(os.environ.get("CITEBOT_COLLECTIONS_CACHE",
