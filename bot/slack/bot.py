@@ -121,11 +121,7 @@ class SlackBot:
         self.config = config
         self.client = client
         self.identity = identity
-        self.answerer = answerer
-        self.turnlog = turnlog
         self.deduper = deduper
-        self.limiter = limiter
-        self.recent = recent
         self.scopes = scopes or Scopes.everything()
         self.admission = Admission(client, self.scopes)
         self.policy = self.admission.policy  # a conversation's policy (bot.slack.scopes)
@@ -182,7 +178,7 @@ class SlackBot:
     def warm_up(self) -> None:
         """Open the store and load the model before the first question needs them."""
         try:
-            self.answerer()
+            self.runner.answerer()
             log.info("warm_up_done")
         except Exception as exc:  # noqa: BLE001 - turns will report it, with their turn ids
             log.warning("warm_up_failed", error=str(exc))
@@ -290,7 +286,7 @@ class SlackBot:
             if parsed.kind == "help":
                 return  # the ack carried the help
             if parsed.kind == "why":
-                self.actions.explain(parsed.argument or last_turn(self.recent, user), respond, user, channel)
+                self.actions.explain(parsed.argument or last_turn(self.runner.recent, user), respond, user, channel)
                 return
             turn_id = new_turn_id()
             structlog.contextvars.bind_contextvars(turn_id=turn_id)

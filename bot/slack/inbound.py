@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
+from bot.answer.prompt import PROMPT_QUESTION_CHARS
 from bot.slack.emphasis import strip_emphasis
 from bot.slack.render import unescape
 
@@ -25,10 +26,10 @@ SURFACE_SHORTCUT = "slack_shortcut"  # the message shortcut: ephemeral, in the m
 # Turns everyone in the channel saw: anyone there may ask why they said what they did.
 PUBLIC_SURFACES = (SURFACE_MENTION, SURFACE_THREAD)
 
-# A question is cut to this many characters before anything reads it. Slack allows 40,000
-# in a message; a question fits in a few paragraphs, and each step after (cleaning,
-# retrieval, composing) costs in proportion to the text, so the cut bounds a turn's cost.
-QUESTION_MAX_CHARS = 4000
+# A question is cut to the prompt's question size before anything reads it. Slack allows
+# 40,000 characters in a message; each step after (cleaning, retrieval, composing) costs in
+# proportion to the text, so the cut bounds a turn's cost.
+QUESTION_MAX_CHARS = PROMPT_QUESTION_CHARS
 
 # Neither class admits "<": a stray "<" (Slack escapes a typed one as &lt;) ends the scan,
 # so a text of many unclosed "<@" or "<http:" is read once, not once per "<".
