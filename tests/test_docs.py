@@ -110,3 +110,14 @@ def test_what_a_reader_reads_links_only_inside_the_repository():
             if file_part and not (path.parent / file_part).exists():
                 offenders.append(f"{rel}: link to {target} names no file")
     assert offenders == []
+
+
+# Documents, models, graphs and stores are fetched or built at run time, never committed:
+# the largest file the project writes itself (docs/benchmarks.md) is 44 KB.
+MAX_TRACKED_FILE_BYTES = 1_000_000
+
+
+def test_no_file_of_the_tree_is_a_large_artefact():
+    large = [f"{path.relative_to(REPO)} ({path.stat().st_size:,} bytes)" for path in _tree_files()
+             if path.stat().st_size > MAX_TRACKED_FILE_BYTES]
+    assert not large, "fetched or built artefacts do not belong in the repository: " + ", ".join(large)
