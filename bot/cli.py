@@ -326,6 +326,32 @@ def turns_show(obj: _Context, turn_id: str) -> None:
     _emit(record) if not sys.stdout.isatty() else click.echo(json.dumps(record, indent=2, ensure_ascii=False))
 
 
+@turns.command("purge")
+@click.option("--before", help="Delete turns asked before this date (2026-01-31) or time (UTC).")
+@click.option("--user", "users", multiple=True, help="Delete every turn of this Slack user id (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print {\"turns\", \"threads\"} removed.")
+@click.pass_obj
+def turns_purge(obj: _Context, before: str | None, users: tuple[str, ...], as_json: bool) -> None:
+    """Delete turns and the thread state they were asked in. Without options: what the
+    retention (CITEBOT_TURN_RETENTION_DAYS) has expired."""
+    from bot.memory.retention import cutoff, parse_before, purge
+
+    settings = obj.components.settings
+    if before is not None:
+        try:
+            before = parse_before(before)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--before") from None
+    elif not users:
+        before = cutoff(settings.turn_retention_days)
+    done = purge(obj.components.turnlog, obj.components.state, before, users,
+                 recent=obj.components.recent)
+    if as_json:
+        _emit(done.as_dict())
+    else:
+        click.echo(f"purged {done.turns} turns and {done.threads} threads")
+
+
 @cli.command()
 @click.option("--port", type=int, default=3000, show_default=True)
 @click.option("--socket", is_flag=True, help="Socket Mode (needs SLACK_APP_TOKEN).")

@@ -16,7 +16,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -242,6 +242,14 @@ class MemoryTurnLog:
 
     def add_feedback(self, turn_id: str, at: str, user: str | None, value: str) -> None:
         raise NotImplementedError("eval turns take no feedback")
+
+    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None
+                    ) -> list[dict]:
+        doomed = [t for t in self.turns.values()
+                  if (before is not None and t["created_at"] < before) or t.get("user") in users]
+        for t in doomed[:limit]:
+            del self.turns[t["turn_id"]]
+        return [{k: t.get(k) for k in ("user", "channel", "thread")} for t in doomed[:limit]]
 
 
 def answered(item: Item, record: TurnRecord, chunk_text: dict[str, str]) -> Answered:

@@ -101,6 +101,10 @@ class Settings(BaseSettings):
         9091, ge=0, le=65535,
         description="Socket Mode: port of /healthz, /readyz and /metrics (0 = off)")
     log_format: str = Field("auto", pattern="^(auto|json|console)$")
+    # bot.memory.retention.DEFAULT_RETENTION_DAYS says why 90 (tests/test_retention.py: they agree).
+    turn_retention_days: int = Field(
+        90, ge=1, le=3650,
+        description="days a turn and its thread state are kept (bot/memory/retention.py)")
     # Per-file limits of `citebot ingest` (ingest/limits.py, beside what set each default).
     ingest_max_bytes: int = Field(MAX_FILE_BYTES, gt=0, description="bytes of one file")
     ingest_max_pages: int = Field(MAX_PDF_PAGES, gt=0, description="pages of one PDF")

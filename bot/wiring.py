@@ -141,23 +141,27 @@ class Components:
 
     @cached_property
     def turnlog(self) -> TurnLog:
+        from bot.memory.retention import ExpiringTurnLog
         from search.embedded import EmbeddedStore
 
+        days = self.settings.turn_retention_days
         if self.redis is not None:
             from bot.memory.turnlog import RedisTurnLog
 
-            return RedisTurnLog(self.redis, prefix=self.prefix)
+            return RedisTurnLog(self.redis, prefix=self.prefix, ttl_s=days * 24 * 3600)
         if isinstance(self.store, EmbeddedStore):
-            return self.store
-        return EmbeddedStore(self.settings.store)  # turns beside an Elasticsearch collection
+            return ExpiringTurnLog(self.store, days)
+        # turns beside an Elasticsearch collection
+        return ExpiringTurnLog(EmbeddedStore(self.settings.store), days)
 
     @cached_property
     def state(self) -> ConversationState:
-        from bot.memory.state import InProcessState, RedisState
+        from bot.memory.state import InProcessState, RedisState, thread_ttl_s
 
+        ttl_s = thread_ttl_s(self.settings.turn_retention_days)
         if self.redis is None:
-            return InProcessState()
-        return RedisState(self.redis, prefix=self.prefix + "thread:")
+            return InProcessState(ttl_s=ttl_s)
+        return RedisState(self.redis, prefix=self.prefix + "thread:", ttl_s=ttl_s)
 
     @cached_property
     def deduper(self) -> Deduper:
@@ -176,9 +180,12 @@ class Components:
 
     @cached_property
     def recent(self) -> RecentTurns:
-        from bot.slack.recent import InProcessRecentTurns, RedisRecentTurns
+        from bot.slack.recent import LAST_TURN_TTL_S, InProcessRecentTurns, RedisRecentTurns
 
-        return InProcessRecentTurns() if self.redis is None else RedisRecentTurns(self.redis, self.prefix)
+        if self.redis is None:
+            return InProcessRecentTurns()
+        ttl_s = min(LAST_TURN_TTL_S, self.settings.turn_retention_days * 24 * 3600)
+        return RedisRecentTurns(self.redis, self.prefix, ttl_s=ttl_s)
 
     # -- answering ---------------------------------------------------------------------------
     def composer(self) -> Composer:

@@ -365,6 +365,39 @@ class EmbeddedStore(LexicalReads):
         with self._lock:
             self._db.execute("INSERT INTO feedback VALUES (?, ?, ?, ?)", (turn_id, at, user, value))
 
+    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None
+                    ) -> list[dict]:
+        """Delete the turns created before `before` or asked by one of `users`, oldest
+        first, at most `limit`, with their feedback; their user, channel and thread."""
+        conditions, args = [], []
+        if before is not None:
+            conditions.append("created_at < ?")
+            args.append(before)
+        if users:
+            conditions.append(f"json_extract(record, '$.user') IN ({','.join('?' * len(users))})")
+            args.extend(users)
+        if not conditions:
+            return []
+        query = f"SELECT turn_id, record FROM turns WHERE {' OR '.join(conditions)} ORDER BY created_at"
+        if limit is not None:
+            query += f" LIMIT {int(limit)}"
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                rows = self._db.execute(query, args).fetchall()
+                ids = [(r[0],) for r in rows]
+                self._db.executemany("DELETE FROM turns WHERE turn_id = ?", ids)
+                self._db.executemany("DELETE FROM feedback WHERE turn_id = ?", ids)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        gone = []
+        for _, raw in rows:
+            record = json.loads(raw)
+            gone.append({k: record.get(k) for k in ("user", "channel", "thread")})
+        return gone
+
     # -- collection statistics ------------------------------------------------------------
     def read_stat(self, key: str) -> dict | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", ("stat:" + key,)).fetchone()

@@ -118,6 +118,12 @@ def m006_stems_follow_chunks(db: sqlite3.Connection) -> None:
                " DELETE FROM chunks_stems WHERE rowid = old.id;"
                " DELETE FROM stems_pending WHERE chunk_rowid = old.id; END")
 
+
+@migration
+def m007_turns_by_time(db: sqlite3.Connection) -> None:
+    """Retention deletes the oldest turns at each write: an index keeps that a range read."""
+    db.execute("CREATE INDEX turns_by_created ON turns(created_at)")
+
 def migrate(db: sqlite3.Connection, lock: threading.RLock) -> None:
     """Run the registered steps this store has not had yet, each in one transaction."""
     with lock:

@@ -11,14 +11,17 @@ JSON document (`prefix turn:ID`) and its feedback a list beside it (`prefix feed
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Protocol
 
 import redis
 
 from bot.memory.redis import redis_errors
 
-# Ninety days: long enough to answer "why did it say that?" after a quarter's review.
+# The default retention (bot.memory.retention.DEFAULT_RETENTION_DAYS); wiring passes the setting.
 TURN_TTL_S = 90 * 24 * 3600
+# Keys read per round trip while a purge scans the log.
+PURGE_BATCH = 500
 
 
 class TurnLog(Protocol):
@@ -30,6 +33,11 @@ class TurnLog(Protocol):
 
     def add_feedback(self, turn_id: str, at: str, user: str | None, value: str) -> None:
         """Record one feedback click on a turn."""
+
+    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None
+                    ) -> list[dict]:
+        """Delete turns created before `before` or asked by one of `users`
+        (bot.memory.retention.Purgeable)."""
 
 
 class RedisTurnLog:
@@ -73,3 +81,38 @@ class RedisTurnLog:
             pipe.rpush(key, entry.encode("utf-8"))
             pipe.expire(key, self.ttl_s)
             pipe.execute()
+
+    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None
+                    ) -> list[dict]:
+        """Scan the log (Redis keeps no index by time or person) and delete the matching
+        turns with their feedback. `limit` does not apply: the keys' TTL does the routine
+        expiry, so a purge runs only when someone asks for one."""
+        if before is None and not users:
+            return []
+        wanted = set(users)
+        gone: list[dict] = []
+        with redis_errors("purge turns"):
+            batch: list[bytes] = []
+            for key in self.client.scan_iter(match=self._turn_key("*"), count=PURGE_BATCH):
+                batch.append(key)
+                if len(batch) >= PURGE_BATCH:
+                    gone += self._purge_batch(batch, before, wanted)
+                    batch = []
+            if batch:
+                gone += self._purge_batch(batch, before, wanted)
+        return gone
+
+    def _purge_batch(self, keys: list[bytes], before: str | None, users: set[str]) -> list[dict]:
+        gone: list[dict] = []
+        doomed: list[bytes | str] = []
+        for key, raw in zip(keys, self.client.mget(keys), strict=True):
+            if raw is None:
+                continue
+            record = json.loads(raw)
+            old = before is not None and str(record.get("created_at", "")) < before
+            if old or record.get("user") in users:
+                gone.append({k: record.get(k) for k in ("user", "channel", "thread")})
+                doomed += [key, self._feedback_key(str(record.get("turn_id")))]
+        if doomed:
+            self.client.delete(*doomed)
+        return gone

@@ -15,7 +15,8 @@ from search.errors import CitebotError
 
 log = structlog.get_logger("citebot.slack")
 
-# A month: "why did it say that?" comes soon after the answer, or not at all.
+# A month (or the turn retention when shorter): "why did it say that?" comes soon after
+# the answer, or not at all.
 LAST_TURN_TTL_S = 30 * 24 * 3600
 IN_PROCESS_USERS = 10_000
 # Turn ids kept per person: the Home tab lists the latest few (bot.slack.home.HOME_TURNS).
@@ -27,6 +28,9 @@ class RecentTurns(Protocol):
     def last(self, user: str) -> str | None: ...
     def recent(self, user: str, limit: int) -> list[str]:
         """The person's latest turn ids, newest first (at most `limit`)."""
+        ...
+    def forget(self, user: str) -> None:
+        """Drop what is remembered of the person's turns."""
         ...
 
 
@@ -55,6 +59,10 @@ class InProcessRecentTurns:
     def recent(self, user: str, limit: int) -> list[str]:
         with self._lock:
             return list(self._turns.get(user) or ())[:max(limit, 0)]
+
+    def forget(self, user: str) -> None:
+        with self._lock:
+            self._turns.pop(user, None)
 
 
 class RedisRecentTurns:
@@ -89,6 +97,10 @@ class RedisRecentTurns:
             return turns
         last = self.last(user)  # remembered before the list existed
         return [last] if last else []
+
+    def forget(self, user: str) -> None:
+        with redis_errors("forget the recent turns"):
+            self.client.delete(self.prefix + user, self.list_prefix + user)
 
     def last(self, user: str) -> str | None:
         with redis_errors("read the last turn"):
