@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from bot.slack.bot import SlackBot
     from bot.slack.dedupe import Deduper
     from bot.slack.ratelimit import RateLimiter
+    from bot.slack.recall_memo import RecallMemo
     from bot.slack.recent import RecentTurns
     from bot.slack.scopes import Scopes
     from ingest.embedder import Embedder
@@ -187,6 +188,12 @@ class Components:
         ttl_s = min(LAST_TURN_TTL_S, self.settings.turn_retention_days * 24 * 3600)
         return RedisRecentTurns(self.redis, self.prefix, ttl_s=ttl_s)
 
+    @cached_property
+    def recall_memo(self) -> RecallMemo:
+        from bot.slack.recall_memo import InProcessRecallMemo, RedisRecallMemo
+
+        return InProcessRecallMemo() if self.redis is None else RedisRecallMemo(self.redis, self.prefix)
+
     # -- answering ---------------------------------------------------------------------------
     def composer(self) -> Composer:
         from bot.answer.compose import ExtractiveComposer
@@ -273,7 +280,7 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
         config, client, identity,
         answerer=lambda: components.answerer, state=components.state,
         turnlog=components.turnlog, deduper=components.deduper, limiter=components.limiter,
-        recent=components.recent, scopes=scopes,
+        recent=components.recent, scopes=scopes, recall_memo=components.recall_memo,
     )
     structlog.get_logger("citebot.slack").info(
         "slack_bot_ready", bot_user_id=identity.bot_user_id, team_id=identity.team_id,

@@ -56,6 +56,7 @@ from bot.slack.inbound import (
 from bot.slack.pool import LISTENER_WORKERS, TURN_WORKERS, WorkPool
 from bot.slack.ratelimit import RateLimiter
 from bot.slack.recall import ThreadRecall
+from bot.slack.recall_memo import RecallMemo
 from bot.slack.recent import RecentTurns, last_turn
 from bot.slack.render import (
     ACTION_FEEDBACK,
@@ -113,6 +114,7 @@ class SlackBot:
         limiter: RateLimiter,
         recent: RecentTurns,
         scopes: Scopes | None = None,
+        recall_memo: RecallMemo | None = None,
     ) -> None:
         if config.signing_secret is None and not config.socket_mode:
             raise ConfigError(
@@ -128,7 +130,7 @@ class SlackBot:
         self.command = config.slash_command
         self.delivery = Delivery(client, config.source_url)
         self.streaming = Streaming(client, self.delivery, identity.team_id, config.stream_answers)
-        self.recall = ThreadRecall(client, state, identity)
+        self.recall = ThreadRecall(client, state, identity, recall_memo)
         self.actions = TurnActions(self.delivery, turnlog, config.slash_command, self.policy)
         self.pool = WorkPool(config.listener_workers, "citebot-listener")
         self.turns = WorkPool(config.turn_workers, "citebot-turn")

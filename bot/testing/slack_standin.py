@@ -305,8 +305,11 @@ class SlackStandIn:
                     for m in thread:
                         m.pop("metadata", None)
                 thread.sort(key=lambda m: m["ts"])
-                return {"ok": True, "messages": thread, "has_more": False,
-                        "response_metadata": {"next_cursor": ""}}
+                start = int(p.get("cursor") or 0)  # as Slack: at most `limit`, oldest first
+                end = start + int(p.get("limit") or 1000)
+                more = end < len(thread)
+                return {"ok": True, "messages": thread[start:end], "has_more": more,
+                        "response_metadata": {"next_cursor": str(end) if more else ""}}
             return {"ok": False, "error": "unknown_method"}
 
 
