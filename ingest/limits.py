@@ -49,10 +49,11 @@ MAX_INFLATED_FILE_BYTES = 100_000_000
 # The count is read from the zip's end record before zipfile parses the directory (a 50 MB
 # zip of empty members holds some 470,000; docs/decisions/0028-office-files.md).
 MAX_ZIP_MEMBERS = 10_000
-# XML elements parsed in one office file: LibreOffice's .docx of sqlite's documentation
-# pages holds 0.19-0.25 elements per character of text, so MAX_TEXT_CHARS is about 1.25 M
-# elements. The parse costs about 1.5 us of CPU an element (an empty paragraph), so a flood
-# of empty paragraphs, which adds no text, is refused after about 3 s
+# XML elements of one office file: LibreOffice's .docx of sqlite's documentation pages
+# holds 0.19-0.25 elements per character of text, so MAX_TEXT_CHARS is about 1.25 M
+# elements. They are counted by their start tags before a part is parsed (bytes.count as
+# it inflates), so a flood of empty paragraphs, which adds no text, is refused at the cost
+# of inflating it; the parse of 2 M elements is about 3 s of CPU
 # (docs/decisions/0028-office-files.md).
 MAX_XML_ELEMENTS = 2_000_000
 

@@ -19,8 +19,8 @@ FIXTURES = Path(__file__).parent / "fixtures" / "office"
 
 # The structure of tests/fixtures/office/rover-handbook.html, as the HTML loader reads it.
 HANDBOOK = [
-    (("Charging",), ["Every rover docks at the charging bay before its first shift and reports its battery "
-                     "level to the fleet service."]),
+    (("Charging",), [("Every rover docks at the charging bay before its first shift and reports its battery "
+                      "level to the fleet service.")]),
     (("Charging", "Battery checks"), [
         "A battery below forty percent is swapped by the night crew, never by the driver.",
         "Check the connector for corrosion.", "Log the cycle count in the maintenance sheet.",

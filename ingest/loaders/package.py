@@ -10,7 +10,8 @@ Limits.max_inflated_bytes, or parts that together pass Limits.max_inflated_file_
 PDF's streams before a page is parsed: zipfile never inflates a member past its declared
 size, so a zip that lies is cut short and fails its CRC); XML with a DOCTYPE
 (entity declarations live there: an entity bomb is refused at its first line); elements
-nested deeper than Limits.max_depth or more of them than Limits.max_xml_elements.
+nested deeper than Limits.max_depth, or more of them than Limits.max_xml_elements (counted
+by their start tags as the part inflates, before it is parsed).
 Parts are parsed as a stream (expat), so a part costs its parser's state, not its tree.
 """
 
@@ -134,7 +135,7 @@ class Package:
         with self._open(name) as f:
             return f.read(max_bytes)
 
-    def _open(self, name: str) -> IO[bytes]:
+    def _open(self, name: str, charge: bool = True) -> IO[bytes]:
         info = self.members.get(name)
         if info is None:
             raise IngestError(f"{self.source}: no {name} in the package: not a {self.kind}, or a damaged one")
@@ -148,8 +149,25 @@ class Package:
         if info.file_size > self.limits.max_inflated_bytes:
             raise over(f"{self.source}: {name} inflates to", f"{info.file_size:,} bytes (a zip bomb?)",
                        self.limits.max_inflated_bytes, "CITEBOT_INGEST_MAX_INFLATED_BYTES")
-        self.budget.charge(info.file_size, name)
+        if charge:
+            self.budget.charge(info.file_size, name)
         return self.zip.open(info)
+
+    def _count_elements(self, name: str, stop_after: int) -> int:
+        """The elements of a part, counted before it is parsed: its start tags ("<" not
+        followed by "/", "?" or "!"), by bytes.count as it inflates. Each element has one start
+        tag and text holds no raw "<", so this is at least the count expat finds; more only
+        for a "<" inside a comment or CDATA section, which office suites do not write. Stops
+        once the count passes stop_after."""
+        count, last = 0, b""
+        with self._open(name, charge=False) as f:
+            while piece := f.read(_PIECE):
+                joined = last + piece  # a two-byte pattern may straddle the pieces
+                count += piece.count(b"<") - joined.count(b"</") - joined.count(b"<?") - joined.count(b"<!")
+                last = piece[-1:]
+                if count > stop_after:
+                    break
+        return count
 
     def _name(self, name: str) -> str:
         """An expat name ("uri local") as "prefix:local"; memoised, since names repeat."""
@@ -166,8 +184,7 @@ class Package:
         parser = expat.ParserCreate(namespace_separator=" ")
         parser.buffer_text = True
         parser.buffer_size = _PIECE
-        depth = count = 0
-        allowed = limits.max_xml_elements - self.elements
+        depth = 0
         max_depth = limits.max_depth
         names = self._name
         starts, ends = handler.starts, handler.ends
@@ -181,12 +198,6 @@ class Package:
             refuse(IngestError(f"{source}: {name} has a DOCTYPE, which office suites never write "
                                "(its entities could expand without bound); refused"))
 
-        def too_much() -> None:
-            if depth > max_depth:
-                refuse(over(f"{source}: {name} nested", f"{depth:,} elements deep", max_depth,
-                            "CITEBOT_INGEST_MAX_DEPTH"))
-            refuse(over(f"{source}: XML of", f"over {limits.max_xml_elements:,} elements by {name}",
-                        limits.max_xml_elements, "CITEBOT_INGEST_MAX_XML_ELEMENTS"))
 
         def callbacks(raw: str) -> tuple[Start | None, End | None]:
             tag = names(raw)
@@ -194,11 +205,11 @@ class Package:
             return found
 
         def start(raw: str, attrs: dict[str, str]) -> None:
-            nonlocal depth, count
+            nonlocal depth
             depth += 1
-            count += 1
-            if depth > max_depth or count > allowed:
-                too_much()
+            if depth > max_depth:
+                refuse(over(f"{source}: {name} nested", f"{depth:,} elements deep", max_depth,
+                            "CITEBOT_INGEST_MAX_DEPTH"))
             on_start = (seen.get(raw) or callbacks(raw))[0]
             if on_start is not None:
                 on_start({names(k): v for k, v in attrs.items()} if attrs else {})
@@ -216,6 +227,11 @@ class Package:
         parser.EndElementHandler = end
         parser.CharacterDataHandler = handler.text
         try:
+            # The element count first: a flood of empty elements would cost seconds to parse.
+            self.elements += self._count_elements(name, limits.max_xml_elements - self.elements)
+            if self.elements > limits.max_xml_elements:
+                raise over(f"{source}: XML of", f"{self.elements:,} elements by {name} (start tags, "
+                           "counted before parsing)", limits.max_xml_elements, "CITEBOT_INGEST_MAX_XML_ELEMENTS")
             with self._open(name) as f:
                 while piece := f.read(_PIECE):
                     parser.Parse(piece, False)
@@ -226,8 +242,6 @@ class Package:
             raise IngestError(f"{source}: {name} is not well-formed XML ({exc})") from None
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
             raise IngestError(f"{source}: unreadable {self.kind} ({name}: {exc})") from None
-        finally:
-            self.elements += count
 
     def relationships(self, part: str) -> list[tuple[str, str, str]]:
         """A part's relationships (OOXML _rels/NAME.rels): (id, type's last word, target part
