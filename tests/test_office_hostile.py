@@ -6,7 +6,6 @@ limits; benchmarks/hostile.py ingests full-size ones with the default limits.
 
 from __future__ import annotations
 
-import re
 import struct
 import zipfile
 
@@ -76,10 +75,9 @@ def test_a_flood_of_empty_paragraphs_is_refused_by_the_element_limit(tmp_path, f
     flood = of.empty_paragraphs(tmp_path / f"empty.{fmt}", 200_000, fmt)
     part = "word/document.xml" if fmt == "docx" else "content.xml"
     # Refused before the part is parsed: its start tags counted as it inflates.
-    reason = _refused(flood, Limits(max_xml_elements=100_000))
-    assert re.fullmatch(rf"empty\.{fmt}: XML of 200,0\d\d elements by {part} \(start tags, counted before "
-                        r"parsing\), over the limit of 100,000 \(raise it with CITEBOT_INGEST_MAX_XML_ELEMENTS\)",
-                        reason), reason
+    assert _refused(flood, Limits(max_xml_elements=100_000)) == (
+        f"empty.{fmt}: XML of over 100,000 elements by {part} (start tags, counted before parsing), over the "
+        "limit of 100,000 (raise it with CITEBOT_INGEST_MAX_XML_ELEMENTS)")
     doc = load(flood, flood.name, Limits(max_xml_elements=300_000))  # within the limit: read
     assert [p.text for s in doc.sections for p in s.paragraphs] == ["The last paragraph."]
 

@@ -230,8 +230,8 @@ class Package:
             # The element count first: a flood of empty elements would cost seconds to parse.
             self.elements += self._count_elements(name, limits.max_xml_elements - self.elements)
             if self.elements > limits.max_xml_elements:
-                raise over(f"{source}: XML of", f"{self.elements:,} elements by {name} (start tags, "
-                           "counted before parsing)", limits.max_xml_elements, "CITEBOT_INGEST_MAX_XML_ELEMENTS")
+                raise over(f"{source}: XML of", f"over {limits.max_xml_elements:,} elements by {name} (start "
+                           "tags, counted before parsing)", limits.max_xml_elements, "CITEBOT_INGEST_MAX_XML_ELEMENTS")
             with self._open(name) as f:
                 while piece := f.read(_PIECE):
                     parser.Parse(piece, False)
