@@ -140,3 +140,30 @@ def test_hostile_office_files_are_skipped_with_reasons_and_the_good_one_is_inges
     assert "has a DOCTYPE" in reasons["laughs.odt"]
     assert "CITEBOT_INGEST_MAX_XML_ELEMENTS" in reasons["empty.odt"]
     assert summary.documents == 1 and set(store.document_hashes()) == {"good.md"}
+
+
+@pytest.mark.parametrize("name", ["rover-handbook.docx", "rover-handbook.odt", "rover-briefing.pptx"])
+def test_damaged_packages_are_refused_with_a_reason_never_a_crash(name):
+    # Bytes changed at random, and cut short: zipfile raises a dozen kinds of error on a
+    # mangled header (a negative seek, an unknown version, a name not in its encoding).
+    import random
+
+    from ingest.loaders import parse
+    from tests.test_office_files import FIXTURES
+
+    base = (FIXTURES / name).read_bytes()
+    rng = random.Random(name)
+    outcomes = {"read": 0, "refused": 0}
+    for _ in range(300):
+        data = bytearray(base)
+        for _ in range(rng.choice([1, 2, 5, 20])):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        if rng.random() < 0.2:
+            del data[rng.randrange(len(data)):]
+        try:
+            parse(bytes(data), name.rsplit(".", 1)[1], name)
+            outcomes["read"] += 1
+        except IngestError as exc:
+            assert str(exc).startswith(f"{name}: ")
+            outcomes["refused"] += 1
+    assert outcomes["read"] and outcomes["refused"]

@@ -56,6 +56,10 @@ NAMESPACES = {
 # .doc/.ppt, or a password-protected .docx/.pptx, which Office wraps in OLE2).
 _END_RECORD = b"PK\x05\x06"
 _OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+# What zipfile raises on a damaged zip (a mangled header: a negative seek, an unknown
+# version or flag, a name not in its declared encoding, a bad CRC), besides BadZipFile.
+_DAMAGED = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, ValueError,
+            NotImplementedError, RuntimeError, struct.error)
 
 
 Start = Callable[[dict[str, str]], None]
@@ -116,7 +120,7 @@ class Package:
         try:
             self.zip = zipfile.ZipFile(io.BytesIO(data))
             infos = self.zip.infolist()
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as exc:
+        except _DAMAGED as exc:
             raise IngestError(f"{source}: unreadable {kind} (a damaged zip: {exc})") from exc
         if len(infos) > limits.max_zip_members:
             raise over(f"{source}: zip of", f"{len(infos):,} members", limits.max_zip_members,
@@ -132,8 +136,11 @@ class Package:
 
     def read(self, name: str, max_bytes: int = 1_000) -> bytes:
         """A small part's bytes (the ODF mimetype), at most max_bytes of them."""
-        with self._open(name) as f:
-            return f.read(max_bytes)
+        try:
+            with self._open(name) as f:
+                return f.read(max_bytes)
+        except _DAMAGED as exc:
+            raise IngestError(f"{self.source}: unreadable {self.kind} ({name}: {exc})") from None
 
     def _open(self, name: str, charge: bool = True) -> IO[bytes]:
         info = self.members.get(name)
@@ -240,7 +247,7 @@ class Package:
             raise exc.error from None
         except expat.ExpatError as exc:
             raise IngestError(f"{source}: {name} is not well-formed XML ({exc})") from None
-        except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+        except _DAMAGED as exc:
             raise IngestError(f"{source}: unreadable {self.kind} ({name}: {exc})") from None
 
     def relationships(self, part: str) -> list[tuple[str, str, str]]:
