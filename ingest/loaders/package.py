@@ -167,7 +167,7 @@ class Package:
         for a "<" inside a comment or CDATA section, which office suites do not write. Stops
         once the count passes stop_after."""
         count, last = 0, b""
-        with self._open(name, charge=False) as f:
+        with self._open(name) as f:  # the first pass charges the budget, before inflating
             while piece := f.read(_PIECE):
                 joined = last + piece  # a two-byte pattern may straddle the pieces
                 count += piece.count(b"<") - joined.count(b"</") - joined.count(b"<?") - joined.count(b"<!")
@@ -239,7 +239,7 @@ class Package:
             if self.elements > limits.max_xml_elements:
                 raise over(f"{source}: XML of", f"over {limits.max_xml_elements:,} elements by {name} (start "
                            "tags, counted before parsing)", limits.max_xml_elements, "CITEBOT_INGEST_MAX_XML_ELEMENTS")
-            with self._open(name) as f:
+            with self._open(name, charge=False) as f:  # charged by the count
                 while piece := f.read(_PIECE):
                     parser.Parse(piece, False)
                 parser.Parse(b"", True)

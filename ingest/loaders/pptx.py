@@ -8,7 +8,7 @@ leaves it out of a placeholder that keeps its layout's place). Each text paragra
 (a bullet too) is a paragraph, each table row one paragraph, and the speaker notes (the
 notes page's body placeholder) are paragraphs under the slide's heading, after its shapes.
 Left out: slide numbers, dates, headers and footers, layouts and masters, the fallback
-copy of an mc:AlternateContent.
+copy of an mc:AlternateContent, and the text of charts and SmartArt (parts of their own).
 """
 
 from __future__ import annotations
