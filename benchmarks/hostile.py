@@ -6,9 +6,10 @@ inflates to 2 GB (a 2 MB file), a text file that is not UTF-8, a file appended t
 it is ingested, and HTML built to make a naive parser quadratic (stray end tags under
 a deep stack: valid, so it is ingested); and the format attacks (_format_cases): a 100 KB
 Markdown heading line, a PDF of 20 streams each inflating to 70 MB, a 4.9 M-character
-paragraph. Then names and links, each in a folder of its own beside company/ and people/
-pages: a symbolic link from company/ into people/ (its name must not be stored with the
-people's text), a hard link across them, a symbolic link loop, a name that is not UTF-8
+paragraph; and office files (_office_cases): a .docx zip bomb (200 MB inflated, --quick
+the same), an .odt entity bomb, an .odt of 5 M empty paragraphs. Then names and links,
+each in a folder of its own beside company/ and people/ pages: a symbolic link from
+company/ into people/ (its name must not be stored with the people's text), a hard link across them, a symbolic link loop, a name that is not UTF-8
 and one with a line break. Each is ingested with one ordinary page in a subprocess of its own,
 with the default limits of ingest/limits.py and the test embedder (the loaders are
 measured, not MiniLM); the subprocess reports its peak RSS (resource.getrusage), and a
@@ -138,6 +139,7 @@ def _run(args: argparse.Namespace, tmp: Path, hostile) -> int:
         "stray end tags, 4 MB (valid: ingested)": _stray(folder / "stray.html"),
         "file appended to while ingested": hostile.big_text(folder / "growing.txt", 20_000_000),
         **_format_cases(folder, args.quick, hostile),
+        **_office_cases(folder),
     }
     generated_s = time.perf_counter() - started
 
@@ -445,6 +447,20 @@ def _format_cases(folder: Path, quick: bool, hostile) -> dict[str, Path]:
     }
 
 
+def _office_cases(folder: Path) -> dict[str, Path]:
+    """Office files (ingest/loaders/package.py), each refused by its own limit: OFFICE_REASONS."""
+    from bot.testing import office_files
+
+    return {"docx zip bomb (200 MB inflated)": office_files.zip_bomb(folder / "bomb.docx", 200_000_000),
+            "odt entity bomb (10^9 laughs)": office_files.entity_bomb(folder / "laughs.odt", "odt"),
+            "odt of 5 M empty paragraphs": office_files.empty_paragraphs(folder / "empty.odt", 5_000_000)}
+
+
+# What each office row's reason must name (the limit that stopped it).
+OFFICE_REASONS = {"docx zip bomb": "CITEBOT_INGEST_MAX_INFLATED_BYTES", "odt entity bomb": "has a DOCTYPE",
+                  "odt of 5 M": "CITEBOT_INGEST_MAX_XML_ELEMENTS"}
+
+
 def _format_promises(rows: list[dict]) -> list[str]:
     from ingest.chunker import MAX_CHUNK_CHARS
 
@@ -456,6 +472,8 @@ def _format_promises(rows: list[dict]) -> list[str]:
             broken.append(f"{r['file']}: not refused by the per-file inflated budget ({r['reason']})")
         if r["file"].startswith("4.9 M-character") and r["max_chunk_chars"] > MAX_CHUNK_CHARS:
             broken.append(f"{r['file']}: a chunk of {r['max_chunk_chars']:,} characters (cap {MAX_CHUNK_CHARS:,})")
+        broken += [f"{r['file']}: not refused by its limit ({r['reason']})" for start, names in OFFICE_REASONS.items()
+                   if r["file"].startswith(start) and names not in (r["reason"] or "")]
     return broken
 
 

@@ -28,6 +28,8 @@ from ingest.limits import (
     MAX_INFLATED_FILE_BYTES,
     MAX_PDF_PAGES,
     MAX_TEXT_CHARS,
+    MAX_XML_ELEMENTS,
+    MAX_ZIP_MEMBERS,
     Limits,
 )
 from search.config import read_setting_file, redact_url
@@ -109,17 +111,22 @@ class Settings(BaseSettings):
     ingest_max_bytes: int = Field(MAX_FILE_BYTES, gt=0, description="bytes of one file")
     ingest_max_pages: int = Field(MAX_PDF_PAGES, gt=0, description="pages of one PDF")
     ingest_max_chars: int = Field(MAX_TEXT_CHARS, gt=0, description="extracted characters of one file")
-    ingest_max_depth: int = Field(MAX_HTML_DEPTH, gt=0, description="open HTML elements at once")
+    ingest_max_depth: int = Field(MAX_HTML_DEPTH, gt=0, description="open HTML or XML elements at once")
     ingest_max_inflated_bytes: int = Field(
-        MAX_INFLATED_BYTES, gt=0, description="one PDF stream, decompressed")
+        MAX_INFLATED_BYTES, gt=0, description="one PDF stream or office zip member, decompressed")
     ingest_max_inflated_file_bytes: int = Field(
-        MAX_INFLATED_FILE_BYTES, gt=0, description="all the streams of one PDF, decompressed")
+        MAX_INFLATED_FILE_BYTES, gt=0, description="all the streams or zip members of one file, decompressed")
+    ingest_max_zip_members: int = Field(MAX_ZIP_MEMBERS, gt=0, description="members of one office file's zip")
+    ingest_max_xml_elements: int = Field(
+        MAX_XML_ELEMENTS, gt=0, description="XML elements parsed in one office file")
 
     def ingest_limits(self) -> Limits:
         return Limits(max_bytes=self.ingest_max_bytes, max_pages=self.ingest_max_pages,
                       max_chars=self.ingest_max_chars, max_depth=self.ingest_max_depth,
                       max_inflated_bytes=self.ingest_max_inflated_bytes,
-                      max_inflated_file_bytes=self.ingest_max_inflated_file_bytes)
+                      max_inflated_file_bytes=self.ingest_max_inflated_file_bytes,
+                      max_zip_members=self.ingest_max_zip_members,
+                      max_xml_elements=self.ingest_max_xml_elements)
 
     @field_validator(*_URLS)
     @classmethod

@@ -43,6 +43,19 @@ MAX_INFLATED_BYTES = 75_000_000
 # second, so this bounds a file to ~25 s and its cached streams to 100 MB; 20 pages of
 # 70 MB each (every stream under the limit above) took 173 s and 1.87 GB without it.
 MAX_INFLATED_FILE_BYTES = 100_000_000
+# Office files (.docx, .pptx, .odt; ingest/loaders/package.py) are zip packages of XML parts.
+# Members of one package: LibreOffice writes 11 (docx) to 45 (a two-slide pptx); a deck of
+# 500 slides is some 2,000 (each slide and its notes, with their .rels) plus its images.
+# The count is read from the zip's end record before zipfile parses the directory (a 50 MB
+# zip of empty members holds some 470,000; docs/decisions/0028-office-files.md).
+MAX_ZIP_MEMBERS = 10_000
+# XML elements of one office file: LibreOffice's .docx of sqlite's documentation pages
+# holds 0.19-0.25 elements per character of text, so MAX_TEXT_CHARS is about 1.25 M
+# elements. They are counted by their start tags before a part is parsed (bytes.count as
+# it inflates), so a flood of empty paragraphs, which adds no text, is refused at the cost
+# of inflating it. Parsed, 1.2 M elements (300,000 Word paragraphs, 13 M characters) took
+# 4.6 s of CPU (docs/decisions/0028-office-files.md).
+MAX_XML_ELEMENTS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,8 @@ class Limits:
     max_depth: int = MAX_HTML_DEPTH
     max_inflated_bytes: int = MAX_INFLATED_BYTES
     max_inflated_file_bytes: int = MAX_INFLATED_FILE_BYTES
+    max_zip_members: int = MAX_ZIP_MEMBERS
+    max_xml_elements: int = MAX_XML_ELEMENTS
 
 
 DEFAULT_LIMITS = Limits()

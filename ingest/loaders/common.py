@@ -1,10 +1,12 @@
 """What every loader shares: the outline that turns a stream of headings and paragraphs into
-sections, and the decoding of a text file's bytes (Markdown, plain text and HTML).
+sections, the decoding of a text file's bytes (Markdown, plain text and HTML), and the
+per-file budget of inflated bytes (PDF streams, the XML parts of office files).
 """
 
 from __future__ import annotations
 
 from ingest.document import Paragraph, Section
+from ingest.limits import Limits, over
 from search.errors import IngestError
 
 
@@ -52,3 +54,20 @@ def decode_text(data: bytes, source: str) -> str:
         raise IngestError(f"{source}: not UTF-8 ({exc.reason} at byte {exc.start:,}); convert it, e.g. "
                           "iconv -f latin1 -t utf-8") from exc
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+class InflationBudget:
+    """The bytes one file has inflated so far (PDF streams, zip members), against
+    Limits.max_inflated_file_bytes: a file of many parts, each under the per-part limit
+    (max_inflated_bytes), is refused by their sum before it costs more."""
+
+    def __init__(self, source: str, what: str, limits: Limits) -> None:
+        self.source, self.what, self.limit = source, what, limits.max_inflated_file_bytes
+        self.total = 0
+
+    def charge(self, n: int, where: str) -> None:
+        """Count n more inflated bytes, read at `where` ("page 3", "word/document.xml")."""
+        self.total += n
+        if self.total > self.limit:
+            raise over(f"{self.source}: {self.what} inflate to", f"{self.total:,} bytes by {where}",
+                       self.limit, "CITEBOT_INGEST_MAX_INFLATED_FILE_BYTES")

@@ -9,15 +9,21 @@ from pathlib import Path
 from ingest.document import LoadedDocument
 from ingest.limits import DEFAULT_LIMITS, Limits, over, read_file
 from ingest.loaders.common import decode_text
+from ingest.loaders.docx import load_docx
 from ingest.loaders.html import load_html
 from ingest.loaders.markdown import load_markdown
+from ingest.loaders.odt import load_odt
 from ingest.loaders.pdf import load_pdf
+from ingest.loaders.pptx import load_pptx
 from search.errors import IngestError
 
 FORMATS = {
     ".md": "markdown", ".markdown": "markdown", ".txt": "text", ".text": "text",
     ".html": "html", ".htm": "html", ".pdf": "pdf",
+    ".docx": "docx", ".pptx": "pptx", ".odt": "odt",
 }
+# The office formats: zip packages of XML (ingest/loaders/package.py).
+_OFFICE = {"docx": load_docx, "pptx": load_pptx, "odt": load_odt}
 
 
 def load(path: Path, source: str, limits: Limits = DEFAULT_LIMITS) -> LoadedDocument:
@@ -37,6 +43,8 @@ def parse(data: bytes, fmt: str, source: str, limits: Limits = DEFAULT_LIMITS) -
         if not data.startswith(b"%PDF"):
             raise IngestError(f"{source}: not a PDF (no %PDF header)")
         doc = load_pdf(data, source, limits)
+    elif fmt in _OFFICE:
+        doc = _OFFICE[fmt](data, source, limits)
     else:
         text = decode_text(data, source)
         if fmt == "markdown":

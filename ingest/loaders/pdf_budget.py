@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ingest.limits import Limits, over
+from ingest.limits import Limits
+from ingest.loaders.common import InflationBudget
 
 
 def charge_pages(pages: Any, source: str, limits: Limits) -> int:
@@ -22,7 +23,7 @@ def charge_pages(pages: Any, source: str, limits: Limits) -> int:
     from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, StreamObject
 
     seen: set[tuple[int, int]] = set()
-    total = 0
+    budget = InflationBudget(source, "PDF streams", limits)
 
     def first_visit(ref: Any) -> bool:
         if isinstance(ref, IndirectObject):
@@ -42,15 +43,13 @@ def charge_pages(pages: Any, source: str, limits: Limits) -> int:
             if isinstance(obj, ArrayObject):  # content streams in parts
                 todo.extend(obj)
             elif isinstance(obj, StreamObject) and obj.get("/Subtype") != "/Image":
-                total += len(obj.get_data())  # pypdf's per-stream limit applies here
-                if total > limits.max_inflated_file_bytes:
-                    raise over(f"{source}: PDF streams inflate to", f"{total:,} bytes by page {number}",
-                               limits.max_inflated_file_bytes, "CITEBOT_INGEST_MAX_INFLATED_FILE_BYTES")
+                # pypdf's per-stream limit applies to get_data()
+                budget.charge(len(obj.get_data()), f"page {number}")
                 if obj.get("/Subtype") == "/Form":
                     todo.append(obj.get("/Resources"))
             elif isinstance(obj, DictionaryObject):
                 _resources(obj, todo)
-    return total
+    return budget.total
 
 
 def _resources(resources: Any, todo: list[Any]) -> None:
