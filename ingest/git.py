@@ -76,7 +76,7 @@ def run(args: list[str], *, cwd: Path | None = None, token: str | None = None, u
         reason = next((ln for ln in reversed(lines) if ln.startswith(("fatal:", "error:"))),
                       lines[-1] if lines else f"exit status {proc.returncode}")
         if token:
-            reason = reason.replace(token, "***")
+            reason, what = reason.replace(token, "***"), what.replace(token, "***")
         raise GitError(f"git {what} failed: {reason}")
     return proc.stdout
 

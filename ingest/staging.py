@@ -128,7 +128,7 @@ def stage_git(source: Source, root: Path, token: str | None, limits: Limits = DE
     docs.mkdir(parents=True, exist_ok=True)
     _prune(docs, set(files))
     _clear_conflicts(docs, set(files))
-    stale = {}
+    stale: dict[str, list[str]] = {}
     for rel, sha in files.items():
         target = docs / rel
         try:
