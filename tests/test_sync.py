@@ -310,3 +310,23 @@ def test_sources_file_round_trip_and_serve_sync_interval(tmp_path):
     path = tmp_path / "s.toml"
     path.write_text('[sources.a]\nfolder = "/x"\n', "utf-8")
     assert load_sources(path) == [Source("a", "folder", "/x")]
+
+
+def test_the_servers_periodic_sync_runs_one_at_a_time_and_logs_failures(tmp_path, monkeypatch):
+    from bot.settings import load_settings
+    from bot.sync import Syncer
+    from bot.wiring import Components
+
+    folder = tmp_path / "runbooks"
+    folder.mkdir()
+    (folder / "a.md").write_text(doc("A", "Alpha."), "utf-8")
+    (tmp_path / "sources.toml").write_text(
+        f'[sources.runbooks]\nfolder = "{folder}"\n[sources.gone]\nfolder = "{tmp_path / "gone"}"\n', "utf-8")
+    monkeypatch.setenv("CITEBOT_SOURCES", str(tmp_path / "sources.toml"))
+    syncer = Syncer(Components(load_settings()), 3600)
+    syncer.components.embedder = HashingEmbedder()  # type: ignore[misc]  # the Embedder's surface
+    reports = syncer.tick()
+    assert reports is not None and [r.error is None for r in reports] == [True, False]
+    assert set(syncer.components.store.document_hashes()) == {"runbooks/a.md"}
+    with syncer.running:  # a sync in progress: the next tick is let go, not queued
+        assert syncer.tick() is None
