@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 # The shortest interval --sync-every takes: a git fetch and a re-read of every file each
-# minute is already more than any team's documents change.
+# minute is already more than any team's documents change (docs/decisions/0035-sources-and-sync.md).
 MIN_SYNC_EVERY_S = 60
 
 

@@ -26,7 +26,8 @@ from search.config import redact_url
 from search.errors import CitebotError
 
 # How long one git command may take. A fetch of a large repository over a slow link is the
-# longest; ten minutes is far above the seconds a handbook takes and still ends a hung one.
+# longest; ten minutes is far above the seconds a handbook takes and still ends a hung one
+# (docs/decisions/0035-sources-and-sync.md).
 GIT_TIMEOUT_S = 600.0
 
 

@@ -236,11 +236,13 @@ def ingest(
     limits: Limits = DEFAULT_LIMITS,
     source_url: str | None = None,
     commit_links: CommitLinks | None = None,
+    calibrate: bool = True,
 ) -> IngestSummary:
     """Ingest files and folders into the store; see the module docstring (and `discover` for
     `within`); `source_url` (CITEBOT_SOURCE_URL) resolves documents' relative addresses;
     `commit_links` gives a git source's documents without an address of their own a link to
-    their file at the synced commit (ingest/sync.py).
+    their file at the synced commit (ingest/sync.py); `calibrate=False` leaves the gate's
+    calibration to the caller (a sync measures it once, after its last source).
 
     Documents are chunked and tokenised ahead (a producer thread), their windows embedded
     in pools of POOL_WINDOWS sorted by length, and each document written in its own store
@@ -250,7 +252,8 @@ def ingest(
     """
     with store.ingest_lock():
         return _ingest(paths, store, embedder, chunking=chunking, progress=progress, within=within,
-                       limits=limits, source_url=source_url, commit_links=commit_links)
+                       limits=limits, source_url=source_url, commit_links=commit_links,
+                       calibrate=calibrate)
 
 
 def _ingest(
@@ -264,6 +267,7 @@ def _ingest(
     limits: Limits,
     source_url: str | None,
     commit_links: CommitLinks | None = None,
+    calibrate: bool = True,
 ) -> IngestSummary:
     started = time.perf_counter()
     summary = IngestSummary()
@@ -336,7 +340,8 @@ def _ingest(
         finishing = time.perf_counter()
         summary.deleted = _delete_gone(store, paths, reads, summary.skipped, known)
         store.commit_ingest()
-        recalibrate(store, embedder, changed=bool(summary.documents or summary.deleted))
+        if calibrate:
+            recalibrate(store, embedder, changed=bool(summary.documents or summary.deleted))
     finally:
         stop.set()
         bar.close()

@@ -39,7 +39,8 @@ KINDS = ("git", "folder", "archive")
 _KEYS = {"git": {"git", "branch", "path", "token_env", "token_user", "link"},
          "folder": {"folder"}, "archive": {"archive"}}
 # A source name is one path segment a scope glob and a citation read plainly: letters,
-# digits, "-", "_" and "." (not first), at most 64 characters.
+# digits, "-", "_" and "." (not first), at most 64 characters: no "/", "..", space,
+# glob character or leading dot (a hidden folder) (docs/decisions/0035-sources-and-sync.md).
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A branch name git would accept, without the characters that would make it an option or

@@ -33,10 +33,12 @@ from ingest.sources import Source
 from search.errors import CitebotError, IngestError
 
 # Members of one archive, at most: a wiki export of a large space has a few thousand pages;
-# a hundred thousand entries is an archive built to exhaust the disk's inodes, not an export.
+# a hundred thousand entries is an archive built to exhaust the disk's inodes, not an export
+# (docs/decisions/0035-sources-and-sync.md).
 MAX_ARCHIVE_MEMBERS = 100_000
 # Bytes of one archive, extracted, at most (each member is also held to the ingest limit
-# of one file, CITEBOT_INGEST_MAX_BYTES): ten times the largest single file ingest reads.
+# of one file, CITEBOT_INGEST_MAX_BYTES): ten times the largest single file ingest reads
+# (docs/decisions/0035-sources-and-sync.md).
 MAX_ARCHIVE_BYTES = 500_000_000
 _DRIVE = re.compile(r"^[A-Za-z]:")
 

@@ -27,7 +27,7 @@ from ingest.chunker import ChunkingConfig
 from ingest.discovery import Skipped
 from ingest.embedding import IngestEmbedder
 from ingest.limits import DEFAULT_LIMITS, Limits
-from ingest.pipeline import IngestSummary, ingest
+from ingest.pipeline import IngestSummary, ingest, recalibrate
 from ingest.planning import CommitLinks
 from ingest.reading import IngestWarning
 from ingest.sources import Source
@@ -109,8 +109,10 @@ def _stage_archive(source: Source, root: Path, limits: Limits) -> tuple[str, lis
 
 def sync_source(source: Source, store: Store, embedder: IngestEmbedder, cache: Path, *,
                 token: str | None = None, limits: Limits = DEFAULT_LIMITS, progress: bool | None = None,
-                chunking: ChunkingConfig | None = None, source_url: str | None = None) -> SyncReport:
-    """Stage one source and ingest it; failures are the report's `error`, never raised."""
+                chunking: ChunkingConfig | None = None, source_url: str | None = None,
+                calibrate: bool = True) -> SyncReport:
+    """Stage one source and ingest it; failures are the report's `error`, never raised.
+    `calibrate=False`: the gate's calibration is left to the caller (sync does it once)."""
     started = time.perf_counter()
     report = SyncReport(source.name, source.kind)
     root = (cache / source.name).resolve()
@@ -134,7 +136,8 @@ def sync_source(source: Source, store: Store, embedder: IngestEmbedder, cache: P
         store.open_for(embedder.stamp)
         before = _names(store, prefix)
         summary: IngestSummary = ingest([root], store, embedder, chunking=chunking, progress=progress,
-                                        limits=limits, source_url=source_url, commit_links=links)
+                                        limits=limits, source_url=source_url, commit_links=links,
+                                        calibrate=calibrate)
         after = _names(store, prefix)
         report.added = len(after - before)
         report.deleted = len(before - after)
@@ -153,12 +156,22 @@ def sync(sources: Iterable[Source], store: Store, embedder: IngestEmbedder, cach
          tokens: dict[str, str] | None = None, limits: Limits = DEFAULT_LIMITS, progress: bool | None = None,
          source_url: str | None = None, on_report: Callable[[SyncReport], None] | None = None,
          ) -> list[SyncReport]:
-    """Every source synced in turn; one failing never stops the others."""
+    """Every source synced in turn; one failing never stops the others. The gate's
+    calibration (measured over the whole collection) is measured once, after the last
+    source, when any changed: a write drops the stored one, so a sync killed before it
+    leaves none, and the next run measures it."""
     reports = []
     for source in sources:
         report = sync_source(source, store, embedder, cache, token=(tokens or {}).get(source.name),
-                             limits=limits, progress=progress, source_url=source_url)
+                             limits=limits, progress=progress, source_url=source_url, calibrate=False)
         reports.append(report)
         if on_report is not None:
             on_report(report)
+    changed = any(r.added or r.changed or r.deleted for r in reports)
+    try:
+        with store.ingest_lock():
+            recalibrate(store, embedder, changed=changed)
+    except CitebotError as exc:
+        for r in reports:
+            r.error = r.error or f"the gate's calibration failed after the sync: {exc}"
     return reports

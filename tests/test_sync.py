@@ -17,6 +17,7 @@ from bot.slack.scopes import load_scopes
 from bot.testing.embedder import HashingEmbedder
 from ingest.sources import Source, load_sources
 from ingest.sync import sync, sync_source
+from search import calibration
 from search.embedded import EmbeddedStore
 from tests.elastic_support import es_alias, es_url  # noqa: F401  # fixtures
 
@@ -208,6 +209,7 @@ def test_two_sources_share_a_store_and_scopes_read_them_by_name(tmp_path, store)
                    store, EMBEDDER, tmp_path / "cache", progress=False)
     assert [r.added for r in reports] == [1, 1]
     assert set(hashes(store)) == {"handbook/guide.md", "runbooks/guide.md"}
+    assert calibration.stored(store) is not None  # measured once, after the last source
     scopes = tmp_path / "scopes.toml"
     scopes.write_text('[default]\nsources = ["**"]\n[channels.C0RUN]\nsources = ["runbooks/*"]\n', "utf-8")
     scope = load_scopes(scopes).for_channel("C0RUN").scope
