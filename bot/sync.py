@@ -110,8 +110,11 @@ class Syncer:
         self.thread.start()
 
     def _loop(self) -> None:
-        while not self.stop.wait(self.every_s):
+        """A sync at start (a restarted server catches up), then one every interval."""
+        while True:
             self.tick()
+            if self.stop.wait(self.every_s):
+                return
 
     def tick(self) -> list[SyncReport] | None:
         """One sync now, unless one is running (then None)."""

@@ -85,14 +85,15 @@ def _names(store: Store, prefix: str) -> set[str]:
     return {s for s in store.document_hashes() if s.startswith(prefix)}
 
 
-def _stage_archive(source: Source, root: Path, limits: Limits) -> tuple[str, list[Skipped] | None]:
-    """Extract the archive when its sha256 changed (or the last sync of it did not finish);
-    (its sha256, what was skipped), or (sha256, None) when it is as last synced."""
+def _stage_archive(source: Source, root: Path, limits: Limits, stored: bool) -> tuple[str, list[Skipped] | None]:
+    """Extract the archive when its sha256 changed (or the last sync of it did not finish,
+    or the store holds none of its documents: another store, or one emptied); (its sha256,
+    what was skipped), or (sha256, None) when it is as last synced."""
     archive = Path(source.location)
     if not archive.is_file():
         raise SyncError(f"the archive {source.location} does not exist or is not a file")
     checksum = _sha256(archive)
-    if _state(root).get("sha256") == checksum and (root / source.name).is_dir():
+    if _state(root).get("sha256") == checksum and (root / source.name).is_dir() and stored:
         return checksum, None
     new, old = root / ".new", root / ".old"
     for stale in (new, old):
@@ -128,7 +129,8 @@ def sync_source(source: Source, store: Store, embedder: IngestEmbedder, cache: P
         elif source.kind == "folder":
             report.skipped = stage_folder(source, root, limits)
         else:
-            checksum, skipped = _stage_archive(source, root, limits)
+            store.open_for(embedder.stamp)
+            checksum, skipped = _stage_archive(source, root, limits, bool(_names(store, prefix)))
             if skipped is None:
                 report.seconds = time.perf_counter() - started
                 return report

@@ -183,6 +183,11 @@ def test_an_archive_is_read_again_only_when_its_checksum_changes(tmp_path, store
     assert set(hashes(store)) == {"eng-wiki/Space/home.html", "eng-wiki/Space/deploy.md"}
     same = run(source, store, tmp_path)
     assert (same.added, same.changed, same.deleted) == (0, 0, 0)
+    other = EmbeddedStore(tmp_path / "other-store")  # the same cache, a store without them
+    try:
+        assert run(source, other, tmp_path).added == 2
+    finally:
+        other.close()
     make_zip(archive, {"Space/home.html": "<h1>Home</h1><p>Welcome to ENG.</p>",
                        "Space/deploy.md": doc("Deploy", "Deploys go out on Thursdays.")})
     changed = run(source, store, tmp_path)
