@@ -94,10 +94,15 @@ def test_git_commits_renames_deletions_and_a_force_push(tmp_path, store):
     third = run(source, store, tmp_path)
     assert (third.added, third.changed, third.deleted) == (0, 0, 1)
 
-    # A force-push: history rewritten to the first commit plus another change.
+    # A force-push to a bare remote: history rewritten to the first commit plus another change.
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(up), str(remote))
+    pushed = Source("handbook", "git", str(remote), path="content")
+    assert run(pushed, store, tmp_path).error is None
     git(up, "reset", "-q", "--hard", first.commit)
     rewritten = commit(up, {"content/leave.md": doc("Leave", "Ask your lead three weeks ahead.")}, "rewrite")
-    forced = run(source, store, tmp_path)
+    git(up, "push", "-q", "--force", str(remote), "main")
+    forced = run(pushed, store, tmp_path)
     assert forced.error is None and forced.commit == rewritten
     assert set(hashes(store)) == {"handbook/pager/rotation.md", "handbook/leave.md"}
     text = " ".join(c.text for c in store.iter_chunks())
