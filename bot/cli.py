@@ -1,4 +1,4 @@
-"""The `citebot` command line: ingest, chunks, search, ask, chat, eval, turns, serve.
+"""The `citebot` command line: ingest, sync, chunks, search, ask, chat, eval, turns, serve.
 
 Settings come from the environment (CITEBOT_ prefix) and .env, read once here; the
 components are built from them and handed on. Errors exit non-zero with the message.
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from bot.sync import sync_command
 from search.errors import CitebotError
 
 if TYPE_CHECKING:
@@ -355,12 +356,26 @@ def turns_purge(obj: _Context, before: str | None, users: tuple[str, ...], as_js
 @cli.command()
 @click.option("--port", type=int, default=3000, show_default=True)
 @click.option("--socket", is_flag=True, help="Socket Mode (needs SLACK_APP_TOKEN).")
+@click.option("--sync-every", default=None, metavar="INTERVAL",
+              help="Also run `citebot sync` every INTERVAL (e.g. 1h) in the background.")
 @click.pass_obj
-def serve(obj: _Context, port: int, socket: bool) -> None:
+def serve(obj: _Context, port: int, socket: bool, sync_every: str | None) -> None:
     """The Slack bot: HTTP mode on --port, or Socket Mode with --socket."""
     from bot.wiring import serve as run_server
 
+    syncer = None
+    if sync_every is not None:
+        from bot.sync import Syncer, parse_every
+
+        syncer = Syncer(obj.components, parse_every(sync_every))
+    elif obj.components.settings.sources is not None:
+        obj.components.sources  # noqa: B018  # a bad sources file stops the start
+    if syncer is not None:
+        syncer.start()
     run_server(obj.components, port=port, socket=socket)
+
+
+cli.add_command(sync_command)
 
 
 def main() -> None:

@@ -6,9 +6,10 @@ arguments. Secrets are SecretStr, so they never print.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -35,6 +36,9 @@ from ingest.limits import (
 from search.config import read_setting_file, redact_url
 from search.errors import ConfigError
 from search.links import BadURL, normalise, template_url
+
+if TYPE_CHECKING:
+    from ingest.sources import Source
 
 # The schemes each URL setting's client accepts, and the example a message shows.
 _URLS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -84,6 +88,11 @@ class Settings(BaseSettings):
     glossary: Path | None = Field(None, description="CSV with term,alias[,definition]")
     scopes: Path | None = Field(
         None, description="TOML file of per-channel scopes (bot/slack/scopes.py); unset = all")
+    sources: Path | None = Field(
+        None, description="TOML file of named sources for `citebot sync` (ingest/sources.py)")
+    sync_cache: Path | None = Field(
+        None, description="where `citebot sync` keeps clones and staged sources; default: "
+                          "STORE/sources, or ~/.cache/citebot/sources/INDEX with Elasticsearch")
     model_dir: Path | None = Field(None, description="embedding model folder; default: bundled")
     reranker: Path | None = Field(None, description="local CrossEncoder folder; unset = no rerank")
     top_k: int = Field(10, gt=0, le=100)
@@ -120,6 +129,14 @@ class Settings(BaseSettings):
     ingest_max_xml_elements: int = Field(
         MAX_XML_ELEMENTS, gt=0, description="XML elements parsed in one office file")
 
+    def sync_folder(self) -> Path:
+        """Where `citebot sync` keeps each source's clone and staged documents."""
+        if self.sync_cache is not None:
+            return self.sync_cache
+        if self.es_url:
+            return Path.home() / ".cache" / "citebot" / "sources" / self.index
+        return self.store / "sources"
+
     def ingest_limits(self) -> Limits:
         return Limits(max_bytes=self.ingest_max_bytes, max_pages=self.ingest_max_pages,
                       max_chars=self.ingest_max_chars, max_depth=self.ingest_max_depth,
@@ -152,7 +169,8 @@ class Settings(BaseSettings):
                              f"a control character?): {fix}") from None
         return v
 
-    @field_validator("glossary", "scopes", "es_ca_certs", "model_dir", "reranker", "store",
+    @field_validator("glossary", "scopes", "sources", "sync_cache", "es_ca_certs", "model_dir",
+                     "reranker", "store",
                      mode="before")
     @classmethod
     def _path(cls, v: object) -> object:
@@ -181,6 +199,22 @@ def load_settings(**overrides: Any) -> Settings:
         problems = [f"{env_name(str(err['loc'][0]) if err['loc'] else '')}: "
                     + err["msg"].removeprefix("Value error, ") for err in exc.errors()]
         raise ConfigError("bad setting: " + "; ".join(problems)) from None
+
+
+def source_tokens(sources: list[Source]) -> dict[str, str]:
+    """The token of each source that names one (`token_env`), read from the environment here
+    (only bot/settings.py reads it); a variable that is unset or empty stops the start."""
+    tokens = {}
+    for s in sources:
+        if s.token_env is None:
+            continue
+        value = os.environ.get(s.token_env, "").strip()
+        if not value:
+            raise ConfigError(f"bad setting: CITEBOT_SOURCES: source {s.name}: token_env names "
+                              f"{s.token_env}, which is not set; fix: export {s.token_env}=<token> "
+                              "(a token with read access to the repository), or drop token_env")
+        tokens[s.name] = value
+    return tokens
 
 
 def checked_url(value: str, schemes: tuple[str, ...], example: str) -> str:

@@ -7,7 +7,7 @@ extractive composer. Everything below it receives what it uses as plain argument
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from bot.slack.recent import RecentTurns
     from bot.slack.scopes import Scopes
     from ingest.embedder import Embedder
+    from ingest.sources import Source
     from search.glossary import Glossary
     from search.retrieval_config import RetrievalConfig
     from search.retrieve import Retriever
@@ -96,6 +97,21 @@ class Components:
         from bot.slack.scopes import Scopes, load_scopes
 
         return load_scopes(self.settings.scopes) if self.settings.scopes else Scopes.everything()
+
+    @cached_property
+    def sources(self) -> list[Source]:
+        """CITEBOT_SOURCES, checked (and each source's token there); a bad file stops here
+        with its line and the fix. Empty when the setting is unset."""
+        from bot.settings import source_tokens
+        from ingest.sources import load_sources
+
+        if self.settings.sources is None:
+            return []
+        sources = load_sources(self.settings.sources)
+        self.source_tokens = source_tokens(sources)
+        return sources
+
+    source_tokens: dict[str, str] = field(default_factory=dict, repr=False)
 
     def retrieval_config(self) -> RetrievalConfig:
         from search.retrieval_config import RetrievalConfig

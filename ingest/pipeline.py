@@ -57,6 +57,7 @@ from ingest.document import LoadedDocument
 from ingest.embedding import IngestEmbedder
 from ingest.limits import DEFAULT_LIMITS, Limits, file_stamp
 from ingest.planning import (
+    CommitLinks,
     Planned,
     chars_to_write,
     furniture_of,
@@ -234,9 +235,14 @@ def ingest(
     within: Path | None = None,
     limits: Limits = DEFAULT_LIMITS,
     source_url: str | None = None,
+    commit_links: CommitLinks | None = None,
+    calibrate: bool = True,
 ) -> IngestSummary:
     """Ingest files and folders into the store; see the module docstring (and `discover` for
-    `within`); `source_url` (CITEBOT_SOURCE_URL) resolves documents' relative addresses.
+    `within`); `source_url` (CITEBOT_SOURCE_URL) resolves documents' relative addresses;
+    `commit_links` gives a git source's documents without an address of their own a link to
+    their file at the synced commit (ingest/sync.py); `calibrate=False` leaves the gate's
+    calibration to the caller (a sync measures it once, after its last source).
 
     Documents are chunked and tokenised ahead (a producer thread), their windows embedded
     in pools of POOL_WINDOWS sorted by length, and each document written in its own store
@@ -246,7 +252,8 @@ def ingest(
     """
     with store.ingest_lock():
         return _ingest(paths, store, embedder, chunking=chunking, progress=progress, within=within,
-                       limits=limits, source_url=source_url)
+                       limits=limits, source_url=source_url, commit_links=commit_links,
+                       calibrate=calibrate)
 
 
 def _ingest(
@@ -259,6 +266,8 @@ def _ingest(
     within: Path | None,
     limits: Limits,
     source_url: str | None,
+    commit_links: CommitLinks | None = None,
+    calibrate: bool = True,
 ) -> IngestSummary:
     started = time.perf_counter()
     summary = IngestSummary()
@@ -269,7 +278,7 @@ def _ingest(
     reads, skipped, furniture = prepare(paths, stored, within, limits, summary.warnings)
     summary.skipped = skipped
     show = sys.stderr.isatty() if progress is None else progress
-    bar = Progress(files=len(reads), chars=sum(chars_to_write(r, furniture, stored, source_url) for r in reads), enabled=show)
+    bar = Progress(files=len(reads), chars=sum(chars_to_write(r, furniture, stored, source_url, commit_links) for r in reads), enabled=show)
     pool: list[Planned] = []
 
     stages = summary.stages
@@ -303,7 +312,7 @@ def _ingest(
     def plan(r: Read) -> Planned:
         t0 = time.perf_counter()
         try:
-            return plan_document(r, furniture, stored, embedder, chunking, source_url)
+            return plan_document(r, furniture, stored, embedder, chunking, source_url, commit_links)
         finally:
             stages["plan"] += time.perf_counter() - t0
 
@@ -331,7 +340,8 @@ def _ingest(
         finishing = time.perf_counter()
         summary.deleted = _delete_gone(store, paths, reads, summary.skipped, known)
         store.commit_ingest()
-        recalibrate(store, embedder, changed=bool(summary.documents or summary.deleted))
+        if calibrate:
+            recalibrate(store, embedder, changed=bool(summary.documents or summary.deleted))
     finally:
         stop.set()
         bar.close()

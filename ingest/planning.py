@@ -10,6 +10,7 @@ import hashlib
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import quote
 
 from ingest.chunker import ChunkingConfig, chunk_document, doc_id_for
 from ingest.discovery import Skipped, discover
@@ -55,6 +56,22 @@ def addressed(doc: LoadedDocument, template: str | None) -> tuple[LoadedDocument
         return replace(doc, url=links.document_url(doc.url, doc.source, template)), None
     except links.BadURL as exc:
         return replace(doc, url=None), f"{exc}; ingested without it (not shown as a link)"
+
+
+@dataclass(frozen=True)
+class CommitLinks:
+    """Where a git source's files are shown at the synced commit (ingest/sync.py): a template
+    with {commit} and {path}; `prefix` (the source's name and "/") is taken off a stored name
+    and `under` (the repository's folder and "/") put before it."""
+
+    template: str
+    commit: str
+    prefix: str = ""
+    under: str = ""
+
+    def url(self, source: str, commit: str | None = None) -> str:
+        path = self.under + source.removeprefix(self.prefix)
+        return self.template.replace("{commit}", commit or self.commit).replace("{path}", quote(path, safe="/"))
 
 
 def with_links(content_hash: str, doc: LoadedDocument) -> str:
@@ -116,33 +133,41 @@ def _content_hash(r: Read, removed: set[str]) -> str:
     return hashlib.sha256((r.content_hash + "\x00" + "\x00".join(sorted(removed))).encode()).hexdigest()
 
 
-def _linked(r: Read, removed: set[str], source_url: str | None) -> tuple[str, LoadedDocument | None, str | None]:
+def _linked(r: Read, removed: set[str], source_url: str | None, commit_links: CommitLinks | None = None,
+            ) -> tuple[str, LoadedDocument | None, str | None]:
     """The hash a stored fingerprint is compared with (the file's, the repeated paragraphs
     left out, the document's address and anchors), the document with its address checked,
     and why its address was left out (None when it is fine)."""
     content_hash = _content_hash(r, removed)
     if r.doc is None:
         return content_hash, None, None
+    if commit_links is not None and not (r.doc.url or "").strip():
+        linked, problem = addressed(replace(r.doc, url=commit_links.url(r.doc.source)), source_url)
+        # The commit is left out of what is compared: a document unchanged since an earlier
+        # commit is not written again, and keeps its link to that commit (the same text).
+        stable = replace(linked, url=commit_links.url(r.doc.source, "{commit}") if linked.url else None)
+        return with_links(content_hash, stable), linked, problem
     linked, problem = addressed(r.doc, source_url)
     return with_links(content_hash, linked), linked, problem
 
 
 def chars_to_write(r: Read, furniture: dict[str, set[str]], stored: dict[str, str],
-              source_url: str | None) -> int:
+              source_url: str | None, commit_links: CommitLinks | None = None) -> int:
     """Characters of the file's text when it will be embedded (changed or new), else 0."""
     removed = furniture.get(r.found.source, set())
-    content_hash, linked, _problem = _linked(r, removed, source_url)
+    content_hash, linked, _problem = _linked(r, removed, source_url, commit_links)
     if linked is None or stored.get(r.found.source) == fingerprint(content_hash, r.found.origin):
         return 0
     return sum(len(p) for p in paragraphs(linked) if p not in removed)
 
 
 def plan_document(r: Read, furniture: dict[str, set[str]], stored: dict[str, str], embedder: IngestEmbedder,
-          chunking: ChunkingConfig | None, source_url: str | None) -> Planned:
+          chunking: ChunkingConfig | None, source_url: str | None,
+          commit_links: CommitLinks | None = None) -> Planned:
     """Chunk one read file and tokenise its windows (no model call, no store write)."""
     f = r.found
     removed = furniture.get(f.source, set())
-    content_hash, linked, problem = _linked(r, removed, source_url)
+    content_hash, linked, problem = _linked(r, removed, source_url, commit_links)
     warning = IngestWarning(f.source, problem) if problem else None
     if stored.get(f.source) == fingerprint(content_hash, f.origin):
         return Planned(unchanged=True, warning=warning)
