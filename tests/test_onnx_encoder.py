@@ -15,6 +15,8 @@ import os
 import shutil
 import stat
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +25,7 @@ import pytest
 from ingest.embedder import model_checksum
 from ingest.onnx_encoder import OnnxModel, ensure_graph, graph_path
 from ingest.onnx_graph import read_safetensors
-from tests.conftest import REPO
+from tests.conftest import HANDBOOK, REPO
 
 FIXTURE = REPO / "tests" / "fixtures" / "reference-vectors.npz"
 # Cosine to sentence-transformers' vector, at least (docs/decisions/0030-onnx-runtime-encoder.md):
@@ -157,3 +159,25 @@ def test_the_safetensors_reader_reads_the_bundled_weights_whole(embedder):
     weights = read_safetensors(embedder.model_dir / "model.safetensors")
     assert weights["embeddings.word_embeddings.weight"].shape == (30522, 384)
     assert sum(k.startswith("encoder.layer.") for k in weights) == 6 * 16
+
+
+@pytest.mark.slow
+def test_ask_and_search_import_no_torch(tmp_path, embedder):
+    """A command runs the model on onnxruntime: torch (1 s of import) stays out."""
+    assert (embedder.stamp.runtime, embedder.stamp.precision) == ("onnxruntime", "fp32")
+    env = {**os.environ, "CITEBOT_STORE": str(tmp_path / "store")}
+    subprocess.run([sys.executable, "-m", "bot.cli", "ingest", str(HANDBOOK / "people")],
+                   env=env, check=True, capture_output=True)
+    probe = ("import sys\nfrom bot.cli import main\nsys.argv = ['citebot'] + sys.argv[1:]\n"
+             "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+             "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', code)\n")
+    for args in (["ask", "How many days of parental leave?"], ["search", "parental leave", "--mode", "dense"]):
+        out = subprocess.run([sys.executable, "-c", probe, *args], env=env, capture_output=True,
+                             text=True, check=True).stdout
+        assert out.rstrip().endswith("NO-TORCH 0"), out[-500:]
+    # The same store queried at another precision is refused, naming both.
+    run = subprocess.run([sys.executable, "-m", "bot.cli", "search", "parental leave"],
+                         env={**env, "CITEBOT_ENCODER_PRECISION": "int8"}, capture_output=True, text=True,
+                         check=False)
+    assert run.returncode != 0
+    assert "onnxruntime fp32" in run.stderr and "onnxruntime int8" in run.stderr, run.stderr
