@@ -32,6 +32,9 @@ COPY ingest /src/ingest
 RUN /opt/citebot/bin/pip install --no-cache-dir -q --no-deps --no-build-isolation /src \
  && /src/scripts/pip-check-cpu /opt/citebot/bin/python \
  && /opt/citebot/bin/pip uninstall -q -y pip
+# The probe also builds the encoder's ONNX graph (fp32) into /opt/citebot/cache, mode 0644,
+# so the runtime user loads it without building it (CITEBOT_CACHE below; an int8 graph is
+# built at start into a writable CITEBOT_CACHE: docs/decisions/0030-onnx-runtime-encoder.md).
 # Size: pip compiled bytecode for every module (350 MB, mostly transformers' model zoo)
 # and torch ships C++ headers (63 MB) for building extensions. Both go; then the model
 # loads and encodes offline (or the build fails here), and that run, plus the imports
@@ -42,7 +45,7 @@ RUN site=$(/opt/citebot/bin/python -c 'import sysconfig; print(sysconfig.get_pat
  && find /opt/citebot -name __pycache__ -type d -prune -exec rm -rf {} + \
  && mkdir -p /tmp/probe \
  && printf '# Probe\n\nThe image encodes this sentence without a network.\n' > /tmp/probe/probe.md \
- && export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 CITEBOT_STORE=/tmp/probe/store \
+ && export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 CITEBOT_STORE=/tmp/probe/store CITEBOT_CACHE=/opt/citebot/cache \
  && /opt/citebot/bin/citebot ingest /tmp/probe/probe.md \
  && /opt/citebot/bin/citebot search "encode without a network" --mode dense \
  && /opt/citebot/bin/citebot ask "What does the image encode?" > /dev/null \
@@ -66,6 +69,7 @@ COPY --from=build /opt/citebot /opt/citebot
 ENV PATH=/opt/citebot/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     HOME=/home/citebot \
     CITEBOT_STORE=/data/store \
+    CITEBOT_CACHE=/opt/citebot/cache \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
     PYTHONDONTWRITEBYTECODE=1 \

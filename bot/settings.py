@@ -55,6 +55,10 @@ def _default_store() -> Path:
     return Path.home() / ".local" / "share" / "citebot" / "store"
 
 
+def _default_cache() -> Path:
+    return Path.home() / ".cache" / "citebot"
+
+
 class Settings(BaseSettings):
     """Everything configurable. Unset service URLs select the embedded defaults."""
 
@@ -94,6 +98,14 @@ class Settings(BaseSettings):
         None, description="where `citebot sync` keeps clones and staged sources; default: "
                           "STORE/sources, or ~/.cache/citebot/sources/INDEX with Elasticsearch")
     model_dir: Path | None = Field(None, description="embedding model folder; default: bundled")
+    cache: Path = Field(default_factory=_default_cache,
+                        description="built files kept between runs (the encoder's ONNX graphs)")
+    # fp32 by default: int8 keeps the fp32 ranking only within its measured loss
+    # (docs/decisions/0030-onnx-runtime-encoder.md).
+    encoder_precision: str = Field("fp32", description="fp32 or int8 (ONNX Runtime weights)")
+    # One thread: under contention from other work it beat two
+    # (docs/decisions/0030-onnx-runtime-encoder.md).
+    encoder_threads: int = Field(1, ge=1, le=64, description="the encoder's intra-op threads")
     reranker: Path | None = Field(None, description="local CrossEncoder folder; unset = no rerank")
     top_k: int = Field(10, gt=0, le=100)
     passages: int = Field(5, gt=0, le=20, description="passages given to the composer")
@@ -170,12 +182,20 @@ class Settings(BaseSettings):
         return v
 
     @field_validator("glossary", "scopes", "sources", "sync_cache", "es_ca_certs", "model_dir",
-                     "reranker", "store",
+                     "reranker", "store", "cache",
                      mode="before")
     @classmethod
     def _path(cls, v: object) -> object:
         if isinstance(v, str) and not v.strip():  # Path("") would quietly mean "."
             raise ValueError("is set but empty: unset it, or set it to the path")
+        return v
+
+    @field_validator("encoder_precision")
+    @classmethod
+    def _precision(cls, v: str) -> str:
+        if v not in ("fp32", "int8"):
+            raise ValueError(f"{v!r} is not a precision: use fp32 (the default) or int8 "
+                             "(8-bit weights: smaller, a little less exact)")
         return v
 
     @field_validator("slash_command")

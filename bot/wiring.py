@@ -75,7 +75,9 @@ class Components:
     def embedder(self) -> Embedder:
         from ingest.embedder import Embedder
 
-        return Embedder(self.settings.model_dir)
+        s = self.settings
+        return Embedder(s.model_dir, precision=s.encoder_precision, threads=s.encoder_threads,
+                        cache_dir=s.cache)
 
     @cached_property
     def glossary(self) -> Glossary:

@@ -8,9 +8,11 @@ window is embedded with the chunk's heading path in front, which tells the model
 the passage is about without changing the stored text.
 
 Tokens are counted and cut by the `tokenizers` library (the Rust tokenizer that
-transformers' fast tokenizer wraps, same ids and offsets), and the model runs through
-ingest/minilm.py (plain torch), so neither transformers nor sentence-transformers is
-imported: that import was most of a one-shot command's start-up.
+transformers' fast tokenizer wraps, same ids and offsets), and the model runs on ONNX
+Runtime (ingest/onnx_encoder.py, a graph built from the weights), so neither torch nor
+transformers is imported: those imports were most of a one-shot command's start-up.
+`runtime="torch"` runs ingest/minilm.py instead (where torch is installed), and a model
+folder the graph builder cannot build runs through sentence-transformers (torch too).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -42,6 +45,7 @@ WINDOW_SLACK_TOKENS = 4
 # Recall@5 0.843 -> 0.922 against 256-token windows (docs/decisions/0001-paragraph-windows.md).
 PARAGRAPH_WINDOW_MIN_TOKENS = 64
 BATCH_SIZE = 32
+RUNTIMES = ("onnxruntime", "torch")
 
 
 def bundled_model_path() -> Path:
@@ -64,6 +68,37 @@ def model_checksum(model_dir: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+class EncoderModel(Protocol):
+    """What the embedder runs: ingest.onnx_encoder.OnnxModel, ingest.minilm.MiniLM or
+    SentenceTransformersModel."""
+
+    width: int
+    runtime: str
+    precision: str
+
+    def encode(self, ids: Sequence[Sequence[int]]) -> np.ndarray: ...
+
+
+def _torch_model(model_dir: Path, why: str | None, precision: str) -> EncoderModel:
+    """The torch forward pass (ingest/minilm.py), or sentence-transformers for a folder it
+    does not reproduce (`why`); a clear error where torch is not installed."""
+    if precision != "fp32":
+        raise ConfigError(f"encoder precision {precision} needs the ONNX Runtime encoder, and "
+                          + (f"{model_dir} is a model it cannot build ({why})" if why else
+                             "the torch encoder was asked for") + ": use precision fp32")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        need = f"{model_dir} is a model the ONNX builder cannot build ({why}), so it" if why \
+            else "the torch encoder"
+        raise ConfigError(f"{need} runs through torch and sentence-transformers, which are "
+                          "not installed here: pip install sentence-transformers, or use the "
+                          "bundled model (unset CITEBOT_MODEL_DIR)") from None
+    from ingest.minilm import MiniLM, SentenceTransformersModel
+
+    return MiniLM(model_dir) if why is None else SentenceTransformersModel(model_dir)
 
 
 @dataclass(frozen=True)
@@ -89,9 +124,14 @@ _PARAGRAPH = re.compile(r"\S(?:.*?\S)?(?=\n[ \t]*\n|\s*\Z)", re.DOTALL)
 
 
 class Embedder:
-    """Counts tokens, cuts windows and embeds them with all-MiniLM-L6-v2 (ingest/minilm.py)."""
+    """Counts tokens, cuts windows and embeds them with all-MiniLM-L6-v2 (on ONNX Runtime)."""
 
-    def __init__(self, model_dir: Path | None = None, name: str = MODEL_NAME) -> None:
+    def __init__(self, model_dir: Path | None = None, name: str = MODEL_NAME, *,
+                 runtime: str = "onnxruntime", precision: str = "fp32", threads: int = 1,
+                 cache_dir: Path | None = None) -> None:
+        """`runtime` onnxruntime (the default) or torch; `precision` fp32 or int8 (onnxruntime
+        only); `threads` the model's intra-op threads on onnxruntime; `cache_dir` where the
+        built graphs are kept (default ~/.cache/citebot)."""
         import json
 
         from tokenizers import Tokenizer
@@ -99,8 +139,10 @@ class Embedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")  # (a reranker loads through it)
 
-        from ingest.minilm import MiniLM, SentenceTransformersModel, unsupported
+        from ingest.onnx_graph import unsupported
 
+        if runtime not in RUNTIMES:
+            raise ConfigError(f"encoder runtime {runtime!r} is not one of {', '.join(RUNTIMES)}")
         self.model_dir = Path(model_dir) if model_dir else bundled_model_path()
         # The Rust tokenizer is safe to share between threads once its settings are fixed
         # here (the ingest's producer thread cuts windows while the model runs); the model
@@ -109,16 +151,25 @@ class Embedder:
         self.tokenizer.no_truncation()  # tokenizer.json asks for 128 with padding; we cut windows
         self.tokenizer.no_padding()
         self._lock = threading.Lock()
-        # The bundled model (and any BERT with mean pooling) runs through ingest/minilm.py;
-        # any other model folder through sentence-transformers, same vectors either way.
+        # The bundled model (and any BERT with mean pooling) runs on the built ONNX graph
+        # (or ingest/minilm.py on torch); any other model folder through
+        # sentence-transformers, same vectors either way.
         self.why_sentence_transformers = unsupported(self.model_dir)
-        self.model = MiniLM(self.model_dir) if self.why_sentence_transformers is None \
-            else SentenceTransformersModel(self.model_dir)
+        checksum = model_checksum(self.model_dir)
+        self.model: EncoderModel
+        if self.why_sentence_transformers is None and runtime == "onnxruntime":
+            from ingest.onnx_encoder import OnnxModel
+
+            self.model = OnnxModel(self.model_dir, checksum, precision=precision, threads=threads,
+                                   cache_dir=cache_dir)
+        else:
+            self.model = _torch_model(self.model_dir, self.why_sentence_transformers, precision)
         st_config = self.model_dir / "sentence_bert_config.json"
         seq = json.loads(st_config.read_text()).get("max_seq_length", MODEL_WINDOW_TOKENS) \
             if st_config.exists() else MODEL_WINDOW_TOKENS
         self.max_tokens = min(int(seq), MODEL_WINDOW_TOKENS) - SPECIAL_TOKENS
-        self.stamp = ModelStamp(name=name, dims=self.model.width, checksum=model_checksum(self.model_dir))
+        self.stamp = ModelStamp(name=name, dims=self.model.width, checksum=checksum,
+                                runtime=self.model.runtime, precision=self.model.precision)
 
     # -- tokens ---------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:

@@ -9,8 +9,11 @@ transformers. Measured with `python -X importtime` on a quiet 2-core machine (lo
 `import torch` 1.1 s, `import tokenizers` 0.03 s. tests/test_embedder.py checks the
 vectors against sentence-transformers on the windows of the sample handbook.
 
-A model folder this forward pass does not reproduce (another architecture or pooling: see
-`unsupported`) is run by sentence-transformers itself, which stays the reference.
+citebot runs the same arithmetic on ONNX Runtime by default (ingest/onnx_encoder.py,
+no torch); this forward pass stays for where torch is installed: the benchmark compares
+the two (benchmarks/encoder.py). A model folder neither reproduces (another architecture
+or pooling: see ingest.onnx_graph.unsupported) is run by sentence-transformers itself,
+which stays the reference.
 """
 
 from __future__ import annotations
@@ -23,39 +26,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ingest.onnx_graph import unsupported
 from search.errors import ConfigError
 
-# The sentence-transformers modules this forward pass reproduces, in order (Normalize is
-# optional: vectors are always unit length here, as citebot always asked for).
-SUPPORTED_MODULES = ["sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",
-                     "sentence_transformers.models.Normalize"]
-
-
-def unsupported(model_dir: Path) -> str | None:
-    """Why this forward pass would not give the model folder's vectors (None when it does):
-    it is a BERT with absolute positions and GELU, followed by mean pooling only. Any other
-    model (another architecture, CLS or max pooling, a Dense layer) goes through
-    sentence-transformers itself (SentenceTransformersModel)."""
-    try:
-        config = json.loads((model_dir / "config.json").read_text())
-        modules = json.loads((model_dir / "modules.json").read_text())
-        pooling_path = next((m["path"] for m in modules if m.get("type", "").endswith(".Pooling")), None)
-        pooling = json.loads((model_dir / pooling_path / "config.json").read_text()) if pooling_path else {}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return f"cannot read its configuration ({exc})"
-    if (config.get("model_type") != "bert" or config.get("hidden_act") != "gelu"
-            or config.get("position_embedding_type", "absolute") != "absolute"):
-        return "not a BERT model with absolute positions and GELU"
-    types = [m.get("type") for m in modules]
-    if types not in (SUPPORTED_MODULES, SUPPORTED_MODULES[:2]):
-        return f"modules {types} are not Transformer, Pooling[, Normalize]"
-    modes = {k for k, v in pooling.items() if k.startswith("pooling_mode") and v}
-    if modes != {"pooling_mode_mean_tokens"}:
-        return f"pooling {sorted(modes)} is not mean pooling"
-    if not (model_dir / "model.safetensors").exists():
-        return "no model.safetensors"
-    return None
-
+__all__ = ["MiniLM", "SentenceTransformersModel", "unsupported"]
 
 def _padded(ids: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     """Token ids padded to the longest sequence of the call, and the mask of real tokens."""
@@ -70,6 +44,9 @@ def _padded(ids: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
 class SentenceTransformersModel:
     """The same interface over sentence-transformers, for a model folder the forward pass
     below does not reproduce (`unsupported`): slower to import (4 s), any model it loads."""
+
+    runtime = "torch"
+    precision = "fp32"
 
     def __init__(self, model_dir: Path) -> None:
         from sentence_transformers import SentenceTransformer
@@ -93,6 +70,9 @@ class SentenceTransformersModel:
 class MiniLM:
     """A BERT encoder with mean pooling, read from a sentence-transformers model folder
     (one that `unsupported` accepts)."""
+
+    runtime = "torch"
+    precision = "fp32"
 
     def __init__(self, model_dir: Path) -> None:
         from safetensors.torch import load_file

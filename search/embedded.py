@@ -77,16 +77,13 @@ class EmbeddedStore(LexicalReads):
         row = self._db.execute("SELECT value FROM meta WHERE key = 'model_stamp'").fetchone()
         if row is None:
             return None
-        data = json.loads(row[0])
-        return ModelStamp(data["name"], int(data["dims"]), data["checksum"])
+        return ModelStamp.from_dict(json.loads(row[0]))
 
     def open_for(self, stamp: ModelStamp) -> None:
         with self._lock:
             current = self.stamp()
             if current is None:
-                value = json.dumps(
-                    {"name": stamp.name, "dims": stamp.dims, "checksum": stamp.checksum}
-                )
+                value = json.dumps(stamp.as_dict())
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES ('model_stamp', ?)", (value,))
                 return
             if current != stamp:

@@ -12,14 +12,29 @@ from search.errors import DimensionError
 
 @dataclass(frozen=True)
 class ModelStamp:
-    """Which embedding model made a vector: a store refuses vectors of any other."""
+    """Which embedding model made a vector, on which runtime at which precision: a store
+    refuses vectors of any other. A stamp written before the runtime was recorded reads
+    as torch at fp32, which is what made every vector then."""
 
     name: str
     dims: int
     checksum: str
+    runtime: str = "torch"
+    precision: str = "fp32"
 
     def describe(self) -> str:
-        return f"{self.name} ({self.dims} dims, checksum {self.checksum[:12]})"
+        return (f"{self.name} ({self.dims} dims, checksum {self.checksum[:12]}, "
+                f"{self.runtime} {self.precision})")
+
+    def as_dict(self) -> dict[str, str | int]:
+        return {"name": self.name, "dims": self.dims, "checksum": self.checksum,
+                "runtime": self.runtime, "precision": self.precision}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ModelStamp:
+        """A stamp as a store wrote it (runtime and precision absent in older stores)."""
+        return cls(data["name"], int(data["dims"]), data["checksum"],
+                   data.get("runtime", "torch"), data.get("precision", "fp32"))
 
     def check_widths(self, windows: Sequence[Window]) -> None:
         """Refuse a batch holding a vector of any other width than this model's."""

@@ -108,6 +108,11 @@ CASES = {
         {"CITEBOT_GLOSSARY": "."}, "CITEBOT_GLOSSARY", "is a directory", ("search", "anything")),
     "glossary_empty_value": Case(
         {"CITEBOT_GLOSSARY": ""}, "CITEBOT_GLOSSARY", "is set but empty", ("search", "anything")),
+    "encoder_precision_unknown": Case(
+        {"CITEBOT_ENCODER_PRECISION": "fp16"}, "CITEBOT_ENCODER_PRECISION", "use fp32 (the default) or int8"),
+    "encoder_threads_zero": Case(
+        {"CITEBOT_ENCODER_THREADS": "0"}, "CITEBOT_ENCODER_THREADS", "greater than or equal to 1"),
+    "cache_empty_value": Case({"CITEBOT_CACHE": ""}, "CITEBOT_CACHE", "is set but empty"),
     "env_file_not_utf8": Case(
         {}, ".env", ".env is not UTF-8 text: byte 21 (line 2, 0xe9)", ("chunks",),
         {".env": "CITEBOT_TOP_K=5\n# caf\xe9\n".encode("latin-1")}),

@@ -45,5 +45,8 @@ def test_commands_without_a_model_import_no_model_library(args, small_store):
 
 
 @pytest.mark.slow
-def test_search_loads_torch_but_neither_transformers_library(examples_store):
-    assert heavy_modules(["search", "who picks the tasks for each robot"], examples_store.directory) == ["torch"]
+@pytest.mark.parametrize("args", [["search", "who picks the tasks for each robot"],
+                                  ["ask", "who picks the tasks for each robot"]])
+def test_commands_that_embed_a_question_import_no_torch_either(args, examples_store):
+    """The model runs on ONNX Runtime (docs/decisions/0030-onnx-runtime-encoder.md)."""
+    assert heavy_modules(args, examples_store.directory) == []

@@ -162,7 +162,7 @@ def test_the_model_stamp_lives_in_the_index_mapping(es_url, es_alias):
     client = connect(es_url)
     meta = client.indices.get_mapping(index=index)[index]["mappings"]["_meta"]["citebot"]
     client.close()
-    assert meta["model"] == {"name": STAMP.name, "dims": STAMP.dims, "checksum": STAMP.checksum}
+    assert meta["model"] == STAMP.as_dict()
     assert meta["state"] == "complete"
 
 

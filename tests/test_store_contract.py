@@ -153,6 +153,31 @@ def test_another_models_store_is_refused_naming_both_models(store, backend):
     store.open_for(STAMP)  # the right model opens fine
 
 
+@pytest.mark.parametrize("built, configured", [
+    (("onnxruntime", "fp32"), ("onnxruntime", "int8")),
+    (("onnxruntime", "int8"), ("onnxruntime", "fp32")),
+    (("torch", "fp32"), ("onnxruntime", "fp32")),
+])
+def test_another_runtime_or_precision_is_refused_naming_both(backend, built, configured):
+    """Vectors of the same weights on another runtime or at another precision are never
+    queried silently: int8 vectors sit ~0.01 of cosine away from fp32 ones."""
+    writer = backend.open()
+    writer.open_for(replace(STAMP, runtime=built[0], precision=built[1]))
+    doc, chunks, windows = KITCHEN
+    writer.replace_document(doc, chunks, windows)
+    writer.commit_ingest()
+    with pytest.raises(ModelMismatchError) as err:
+        backend.open().open_for(replace(STAMP, runtime=configured[0], precision=configured[1]))
+    assert " ".join(built) in str(err.value) and " ".join(configured) in str(err.value)
+    backend.open().open_for(replace(STAMP, runtime=built[0], precision=built[1]))
+
+
+def test_a_stamp_from_before_runtimes_were_recorded_reads_as_torch_fp32():
+    old = {"name": STAMP.name, "dims": STAMP.dims, "checksum": STAMP.checksum}
+    assert ModelStamp.from_dict(old) == replace(STAMP, runtime="torch", precision="fp32")
+    assert ModelStamp.from_dict(STAMP.as_dict()) == STAMP
+
+
 def test_vectors_of_the_wrong_width_are_refused(backend):
     store = backend.open()
     store.open_for(STAMP)

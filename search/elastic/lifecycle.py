@@ -96,8 +96,7 @@ class ElasticLifecycle(ElasticClient):
                 f"citebot (format {meta.get('format')!r}, expected {INDEX_FORMAT}); re-ingest "
                 "into a new CITEBOT_INDEX"
             )
-        m = meta["model"]
-        return ModelStamp(m["name"], int(m["dims"]), m["checksum"])
+        return ModelStamp.from_dict(meta["model"])
 
     def stamp(self) -> ModelStamp | None:
         """The stamp of the index behind the alias; before the first commit, the bound one."""

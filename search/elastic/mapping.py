@@ -82,7 +82,7 @@ def mapping_for(stamp: ModelStamp, state: str) -> dict[str, Any]:
         "_meta": {
             "citebot": {
                 "format": INDEX_FORMAT, "state": state,
-                "model": {"name": stamp.name, "dims": stamp.dims, "checksum": stamp.checksum},
+                "model": stamp.as_dict(),
             }
         },
         "properties": {
