@@ -86,7 +86,7 @@ class EmbeddedStore(LexicalReads):
                 value = json.dumps(stamp.as_dict())
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES ('model_stamp', ?)", (value,))
                 return
-            if current != stamp:
+            if not stamp.serves(current):
                 raise ModelMismatchError(
                     f"the store at {self.directory} was built with {current.describe()}, "
                     f"but citebot is configured with {stamp.describe()}; re-ingest into a new "

@@ -22,6 +22,15 @@ class ModelStamp:
     runtime: str = "torch"
     precision: str = "fp32"
 
+    def serves(self, other: ModelStamp) -> bool:
+        """Whether a store built with `other` may be queried with this stamp: the same model
+        at the same precision. At fp32 every runtime computes the same vectors (ONNX Runtime
+        against torch and sentence-transformers: cosine above 0.99999, tests/test_onnx_encoder.py),
+        so a store built before ONNX Runtime keeps working; int8 sits ~0.01 of cosine away."""
+        same_model = (self.name, self.dims, self.checksum, self.precision) == (
+            other.name, other.dims, other.checksum, other.precision)
+        return same_model and (self.runtime == other.runtime or self.precision == "fp32")
+
     def describe(self) -> str:
         return (f"{self.name} ({self.dims} dims, checksum {self.checksum[:12]}, "
                 f"{self.runtime} {self.precision})")

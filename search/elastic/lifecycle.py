@@ -106,7 +106,7 @@ class ElasticLifecycle(ElasticClient):
     def open_for(self, stamp: ModelStamp) -> None:
         index = self._current_index()
         current = None if index is None else self._stamp_of(index, upgrading=True)
-        if current is not None and current != stamp:
+        if current is not None and not stamp.serves(current):
             raise ModelMismatchError(
                 f"the Elasticsearch index {self.alias} at {self.url} was built with "
                 f"{current.describe()}, but citebot is configured with {stamp.describe()}; "
