@@ -1,22 +1,18 @@
 """The labelled collections of the generalisation harness: fetch, validate, list.
 
 Each collection is a folder benchmarks/collections/<name>/ with collection.toml (which
-Debian package ships the documents and which of its files to take), questions.jsonl and
-optionally glossary.csv. The documents themselves are fetched at run time and never
-committed:
-
-    apt-get download <package>    -> ~/.cache/citebot/collections/debs/
-    dpkg-deb -x                   -> ~/.cache/citebot/collections/<name>/pkg/
-    the included files            -> ~/.cache/citebot/collections/<name>/docs/
-                                     (.gz files decompressed, the suffix dropped)
-
-docs/ is the folder citebot ingests; docs/../VERSION names the package version the
-figures were measured on. Fetching is idempotent: a docs/ folder built from the same
-package file with the same root/include/exclude is reused as it is.
+Debian package, or which git repository at which commit, holds the documents, and which of
+its files to take), questions.jsonl and optionally glossary.csv. The documents themselves
+are fetched at run time into ~/.cache/citebot/collections/<name>/docs/ and never committed
+(benchmarks/collection_source.py: how, and when docs/ is reused as it is); docs/../VERSION
+names the package version or the commit the figures were measured on.
 
     python -m benchmarks.labelled fetch [NAME...]      # prints each docs/ path
     python -m benchmarks.labelled validate [NAME...]   # non-zero exit on any problem
     python -m benchmarks.labelled list
+
+A git collection is read from $CITEBOT_GIT_MIRRORS/<owner>+<name>/repo when that folder
+holds it, else cloned from GitHub.
 
 (Load it from other scripts with importlib under another name: the file name shadows the
 standard library's `collections` for `import`.)
@@ -26,27 +22,23 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import functools
-import gzip
 import json
-import os
 import re
-import shutil
-import subprocess
 import sys
 import tomllib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from benchmarks import collection_source as source
+from benchmarks.collection_source import CollectionError
 from benchmarks.common import REPO
 
 COLLECTIONS_DIR = REPO / "benchmarks" / "collections"
-CACHE = Path(os.environ.get("CITEBOT_COLLECTIONS_CACHE",
-                            Path.home() / ".cache" / "citebot" / "collections"))
 
 # Reserved for independent measurement: never tuned, tested or benchmarked on.
 RESERVED_PACKAGES = ("postgresql-doc*", "python3*-doc", "bible-kjv*")
+RESERVED_REPOS = ("sourcegraph/handbook",)
 
 KINDS = ("paraphrase", "rare", "phrase", "alias", "unanswerable")
 ITEM_KEYS = {"id", "kind", "question", "must_contain", "split"}
@@ -63,14 +55,12 @@ HELDOUT_SHARE = (0.25, 0.42)
 MANY_DOCUMENTS = 5
 
 
-class CollectionError(Exception):
-    """A collection that cannot be used as it is: the message says what to fix."""
-
-
 @dataclass(frozen=True)
 class Collection:
     name: str
-    package: str
+    package: str | None
+    repo: str | None
+    commit: str | None
     root: str
     include: tuple[str, ...]
     exclude: tuple[str, ...]
@@ -89,8 +79,13 @@ class Collection:
         return path if path.exists() else None
 
     @property
+    def origin(self) -> str:
+        """The package, or owner/name@commit: what the documents come from."""
+        return f"{self.repo}@{self.commit}" if self.repo else self.package or ""
+
+    @property
     def cache(self) -> Path:
-        return CACHE / self.name
+        return source.CACHE / self.name
 
     @property
     def docs(self) -> Path:
@@ -102,8 +97,8 @@ class Collection:
 
     def selection(self) -> dict:
         """What decides the contents of docs/, besides the package file."""
-        return {"package": self.package, "root": self.root, "include": list(self.include),
-                "exclude": list(self.exclude)}
+        where = {"repo": self.repo, "commit": self.commit} if self.repo else {"package": self.package}
+        return where | {"root": self.root, "include": list(self.include), "exclude": list(self.exclude)}
 
 
 def reserved(package: str) -> str | None:
@@ -112,6 +107,16 @@ def reserved(package: str) -> str | None:
         if fnmatch.fnmatchcase(package, pattern):
             return pattern
     return None
+
+
+def reserved_repo(repo: str) -> str | None:
+    """The reserved repository a repository name is (GitHub names ignore case), if any."""
+    return next((r for r in RESERVED_REPOS if r.casefold() == repo.casefold()), None)
+
+
+def fetch(collection: Collection, quiet: bool = False) -> Path:
+    """docs/ of the collection, built when missing or when its selection changed."""
+    return source.fetch(collection, quiet)
 
 
 def load_collection(folder: Path) -> Collection:
@@ -131,33 +136,53 @@ def load_collection(folder: Path) -> Collection:
             raise CollectionError(f"{toml_path}: {key!r} must be a {kind.__name__}, not {value!r}")
         return value
 
-    unknown = set(raw) - {"name", "package", "root", "include", "exclude", "kind", "heldout",
-                          "description"}
+    unknown = set(raw) - {"name", "package", "repo", "commit", "root", "include", "exclude", "kind",
+                          "heldout", "description"}
     if unknown:
         raise CollectionError(f"{toml_path}: unknown keys {sorted(unknown)}")
     name = need("name", str)
     if name != folder.name:
         raise CollectionError(f"{toml_path}: name {name!r} must equal the folder name {folder.name!r}")
-    package = need("package", str)
-    pattern = reserved(package)
-    if pattern:
-        raise CollectionError(
-            f"{toml_path}: package {package!r} is reserved ({pattern}: kept for independent "
-            f"measurement, never used for tuning, tests or benchmarks); choose another package")
-    include = need("include", list)
+    if ("package" in raw) == ("repo" in raw):
+        raise CollectionError(f"{toml_path}: name either 'package' (a Debian package) or 'repo' "
+                              "(owner/name of a git repository, with 'commit'), not both or neither")
+    package = repo = commit = None
+    if "package" in raw:
+        if "commit" in raw:
+            raise CollectionError(f"{toml_path}: 'commit' goes with 'repo', not with 'package'")
+        package = need("package", str)
+        pattern = reserved(package)
+        if pattern:
+            raise CollectionError(
+                f"{toml_path}: package {package!r} is reserved ({pattern}: kept for independent "
+                f"measurement, never used for tuning, tests or benchmarks); choose another package")
+    else:
+        repo, commit = need("repo", str), need("commit", str)
+        if not source.REPO_NAME.fullmatch(repo):
+            raise CollectionError(f"{toml_path}: repo {repo!r} must be owner/name as on GitHub")
+        if reserved_repo(repo):
+            raise CollectionError(
+                f"{toml_path}: repo {repo!r} is reserved (kept for independent measurement, never "
+                "used for tuning, tests or benchmarks); choose another repository")
+        if not source.COMMIT.fullmatch(commit):
+            raise CollectionError(f"{toml_path}: commit {commit!r} must be a full commit id (40 lower-case "
+                                  "hex digits): a branch or tag would move under the figures")
+    # A repository is taken whole unless include says otherwise; a package never is.
+    include = need("include", list, ["*"] if repo else None)
     exclude = need("exclude", list, [])
     for key, globs in (("include", include), ("exclude", exclude)):
         if not all(isinstance(g, str) and g for g in globs):
             raise CollectionError(f"{toml_path}: {key!r} must be a list of non-empty glob strings")
     if not include:
         raise CollectionError(f"{toml_path}: 'include' names no files")
-    root = need("root", str).strip("/")
-    if PurePosixPath(root).is_absolute() or ".." in PurePosixPath(root).parts:
-        raise CollectionError(f"{toml_path}: root {root!r} must be a folder inside the package")
+    root = need("root", str, "" if repo else None).strip("/")
+    if ".." in PurePosixPath(root).parts:
+        raise CollectionError(f"{toml_path}: root {root!r} must be a folder inside the "
+                              + ("repository" if repo else "package"))
     return Collection(
-        name=name, package=package, root=root, include=tuple(include), exclude=tuple(exclude),
-        kind=need("kind", str), heldout=need("heldout", bool), description=need("description", str),
-        folder=folder,
+        name=name, package=package, repo=repo, commit=commit, root=root, include=tuple(include),
+        exclude=tuple(exclude), kind=need("kind", str), heldout=need("heldout", bool),
+        description=need("description", str), folder=folder,
     )
 
 
@@ -184,160 +209,6 @@ def named_folders(names: list[str]) -> list[Path]:
             raise CollectionError(f"no collection {name!r} (no {folder}/collection.toml); known: {known}")
         out.append(folder)
     return out
-
-
-# -- fetching ---------------------------------------------------------------------------
-
-def _run(cmd: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
-    except FileNotFoundError as exc:
-        raise CollectionError(f"{cmd[0]} is not installed ({exc}); fetching needs Debian's "
-                              "apt-get and dpkg-deb") from exc
-
-
-def _compare_versions(a: str, b: str) -> int:
-    if _run(["dpkg", "--compare-versions", a, "lt", b]).returncode == 0:
-        return -1
-    return 0 if a == b else 1
-
-
-def _deb_version(deb: Path) -> str:
-    r = _run(["dpkg-deb", "-f", str(deb), "Version"])
-    if r.returncode != 0:
-        raise CollectionError(f"{deb} is not a readable package ({r.stderr.strip()}); delete it and fetch again")
-    return r.stdout.strip()
-
-
-def package_file(package: str) -> Path:
-    """The package's .deb in the cache (the newest there), downloaded when there is none."""
-    debs = CACHE / "debs"
-    debs.mkdir(parents=True, exist_ok=True)
-    found = sorted(debs.glob(f"{package}_*.deb"))
-    if not found:
-        r = _run(["apt-get", "download", package], cwd=debs)
-        found = sorted(debs.glob(f"{package}_*.deb"))
-        if r.returncode != 0 or not found:
-            detail = (r.stderr.strip().splitlines() or ["no message"])[-1]
-            raise CollectionError(
-                f"apt-get download {package} failed (exit {r.returncode}: {detail}). If the "
-                f"package list is old or missing, run `apt-get update` and try again; "
-                f"`apt-cache policy {package}` shows whether Debian has the package")
-    if len(found) == 1:
-        return found[0]
-    versions = {deb: _deb_version(deb) for deb in found}
-    return max(found, key=functools.cmp_to_key(lambda a, b: _compare_versions(versions[a], versions[b])))
-
-
-def _swap_in(tmp: Path, target: Path) -> None:
-    """Replace target by tmp with renames, so a reader never sees a half-built folder."""
-    old = target.with_name(f"{target.name}.old-{os.getpid()}")
-    if target.exists():
-        target.rename(old)
-    tmp.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def unpacked(collection: Collection, deb: Path) -> Path:
-    """The package unpacked under <name>/pkg/ (again only when the .deb changed)."""
-    pkg = collection.cache / "pkg"
-    stamp = collection.cache / "pkg.deb"
-    if pkg.is_dir() and stamp.exists() and stamp.read_text(encoding="utf-8").strip() == deb.name:
-        return pkg
-    collection.cache.mkdir(parents=True, exist_ok=True)
-    tmp = collection.cache / f"pkg.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    r = _run(["dpkg-deb", "-x", str(deb), str(tmp)])
-    if r.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise CollectionError(f"dpkg-deb -x {deb} failed: {r.stderr.strip()}; delete the file and fetch again")
-    _swap_in(tmp, pkg)
-    stamp.write_text(deb.name + "\n", encoding="utf-8")
-    return pkg
-
-
-def _matches(rel: str, globs: tuple[str, ...]) -> bool:
-    names = {rel, rel.removesuffix(".gz")}
-    return any(fnmatch.fnmatchcase(n, g) for n in names for g in globs)
-
-
-def _resolve_in(pkg: Path, path: Path) -> Path | None:
-    """A file of the unpacked package, following symlinks inside the package only
-    (an absolute link names the installed system; resolve it under pkg/)."""
-    for _ in range(40):
-        if not path.is_symlink():
-            return path if path.is_file() else None
-        target = Path(os.readlink(path))
-        path = pkg / target.relative_to("/") if target.is_absolute() else path.parent / target
-    return None
-
-
-def selected_files(collection: Collection, pkg: Path) -> tuple[list[tuple[str, Path]], list[str]]:
-    """(relative name in docs/, file in pkg/) for every included file, and notes on
-    included entries that could not be used (dangling links)."""
-    root = pkg / collection.root
-    if not root.is_dir():
-        raise CollectionError(f"{collection.folder / 'collection.toml'}: root {collection.root!r} is not "
-                              f"a folder of package {collection.package} (looked in {root})")
-    chosen: list[tuple[str, Path]] = []
-    notes: list[str] = []
-    used: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames.sort()
-        for fname in sorted(filenames + [d for d in dirnames if (Path(dirpath) / d).is_symlink()]):
-            path = Path(dirpath) / fname
-            rel = path.relative_to(root).as_posix()
-            if not _matches(rel, collection.include) or _matches(rel, collection.exclude):
-                continue
-            used.update(g for g in collection.include if _matches(rel, (g,)))
-            real = _resolve_in(pkg, path)
-            if real is None:
-                notes.append(f"{rel}: a link to nothing inside the package, left out")
-                continue
-            chosen.append((rel.removesuffix(".gz"), real))
-    for glob in collection.include:
-        if glob not in used:
-            notes.append(f"include glob {glob!r} matches no file")
-    return chosen, notes
-
-
-def fetch(collection: Collection, quiet: bool = False) -> Path:
-    """docs/ of the collection, built when missing or when its selection changed."""
-    deb = package_file(collection.package)
-    stamp_path = collection.cache / "fetched.json"
-    wanted = collection.selection() | {"deb": deb.name}
-    if collection.docs.is_dir() and stamp_path.exists() and (collection.cache / "VERSION").exists():
-        try:
-            if json.loads(stamp_path.read_text(encoding="utf-8")).get("selection") == wanted:
-                return collection.docs
-        except json.JSONDecodeError:
-            pass
-    pkg = unpacked(collection, deb)
-    files, notes = selected_files(collection, pkg)
-    for note in notes:
-        if not quiet:
-            print(f"{collection.name}: {note}", file=sys.stderr)
-    if not files:
-        raise CollectionError(
-            f"{collection.folder / 'collection.toml'}: include {list(collection.include)} matches no "
-            f"file under {collection.root} in {collection.package} (after exclude {list(collection.exclude)})")
-    tmp = collection.cache / f"docs.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    for rel, src in files:
-        dest = tmp / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if src.name.endswith(".gz"):
-            with gzip.open(src, "rb") as fin, dest.open("wb") as fout:
-                shutil.copyfileobj(fin, fout)
-        else:
-            shutil.copyfile(src, dest)
-    _swap_in(tmp, collection.docs)
-    version = _deb_version(deb)
-    (collection.cache / "VERSION").write_text(f"{collection.package} {version}\n", encoding="utf-8")
-    stamp_path.write_text(json.dumps({"selection": wanted, "version": version, "files": len(files),
-                                      "notes": notes},
-                                     indent=1) + "\n", encoding="utf-8")
-    return collection.docs
 
 
 # -- validating -------------------------------------------------------------------------
@@ -498,7 +369,7 @@ def validate(collection: Collection) -> Report:
     if refused:
         rep.warnings.append(f"{len(refused)} files of docs/ the loaders refuse (not ingested): "
                             + "; ".join(refused[:5]) + (" ..." if len(refused) > 5 else ""))
-    rep.notes.insert(0, f"{collection.version() or collection.package}: "
+    rep.notes.insert(0, f"{collection.version() or collection.origin}: "
                         f"{sum(1 for r in texts if not r.endswith(chr(0) + 'paragraphs'))} documents in {docs}")
     return rep
 
@@ -525,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
                 n = sum(1 for line in c.questions.read_text(encoding="utf-8").splitlines() if line.strip()) \
                     if c.questions.exists() else 0
                 role = "held-out" if c.heldout else "tuned"
-                print(f"{c.name:18} {role:9} {n:>3} questions  {c.package:20} "
+                print(f"{c.name:18} {role:9} {n:>3} questions  {c.repo or c.package:20} "
                       f"{c.version() or 'not fetched':34} {c.kind}")
             return 0
         chosen = named_folders(args.names)

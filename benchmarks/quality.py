@@ -101,7 +101,7 @@ def targets(names: list[str] | None) -> list[Target]:
             docs = colls.fetch(c, quiet=True)
         except colls.CollectionError as exc:
             raise QualityError(f"{name}: {exc}") from exc
-        out.append(Target(c.name, docs, c.questions, c.glossary, c.heldout, c.version() or c.package))
+        out.append(Target(c.name, docs, c.questions, c.glossary, c.heldout, c.version() or c.origin))
     return sorted(out, key=lambda t: (not t.heldout, wanted.index(t.name)))
 
 
