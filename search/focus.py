@@ -37,8 +37,7 @@ PREAMBLE_MIN_WORDS = 2
 # hedges and Slack shorthand. Words a handbook may be about ("help", "team", "question"
 # alone) are not here.
 FILLER = frozenset(
-    """hey hi hello hiya howdy yo morning afternoon evening folks everyone everybody all
-    yall guys peeps friends gang thanks thank thx ty tysm tia cheers appreciated appreciate
+    """hey hi hello hiya howdy yo folks everyone everybody yall guys peeps friends gang thanks thank thx ty tysm tia cheers appreciated appreciate
     lol lmao rofl haha hahaha heh hehe ugh argh ooh ohh oh omg wow yay woo whoa hmm hmmm
     um umm uh erm meh ok okay k kk cool sweet awesome great please pls plz sorry apologies
     btw fyi iirc afaik imo imho tbh idk quick q qq random dumb silly stupid newbie noob
@@ -127,7 +126,8 @@ def focus(question: str) -> Focus:
         prev = ""
         for w in words(s):
             if w in FILLER or (w == "know" and prev in _KNOW_AFTER):
-                aside.append(w)
+                if w not in STOPWORDS:  # "all", "just": no weight either way
+                    aside.append(w)
             else:
                 kept_words.append(w)
             prev = w
