@@ -43,18 +43,27 @@ import numpy as np
 
 from benchmarks import quality
 from bot.answer.compose import stem
-from bot.answer.gate import Gate
+from bot.answer.gate import (
+    ANSWER,
+    GATE_BEST_COVERAGE_MAX,
+    GATE_DENSE_MIN_UNCALIBRATED,
+    GATE_Z_MAX,
+    OUTCOMES,
+    REFUSED,
+    Gate,
+)
 from bot.answer.sentences import sentence_spans
 from bot.evaluate import load_items
 from ingest.embedder import Embedder
 from search.embedded import EmbeddedStore
+from search.focus import focus
 from search.glossary import Glossary
 from search.retrieval_config import BEST_COVERAGE_HITS
 from search.retrieve import Retriever
 from search.text import content_words, words
 from search.types import Hit
 
-RETRIEVAL_SIGNALS = ("dense_top", "dense_z", "coverage", "best_coverage")
+RETRIEVAL_SIGNALS = ("dense_top", "dense_z", "coverage", "best_coverage", "focus_coverage", "evidence")
 ANSWER_SIGNALS = ("sentence_coverage", "window_coverage", "focus_together", "arm_agreement")
 # The issue's goal: at most 5% of answerable questions refused.
 CEILING_FALSE_REFUSALS = 0.05
@@ -67,7 +76,11 @@ AGREEMENT_TOP = 5
 RULES = {
     "the earlier rule": None,  # reproduced below from its constants
     "dense_z < 0": lambda s: s["dense_z"] is not None and s["dense_z"] < 0,
-    "gate (dense_z < 0 and best_coverage < 0.35)": "gate",
+    "two-outcome gate (dense_z < 0 and best_coverage < 0.35)": lambda s: s["dense_z"] is not None
+    and s["dense_z"] < 0 and s["best_coverage"] < 0.35,
+    "the same on evidence (best_coverage or focus_coverage)": lambda s: s["dense_z"] is not None
+    and s["dense_z"] < 0 and s["evidence"] < 0.35,
+    "gate: refused flatly": "gate",
     "dense_z < 0.5 and best_coverage < 0.5": lambda s: s["dense_z"] is not None and s["dense_z"] < 0.5
     and s["best_coverage"] < 0.5,
 }
@@ -164,6 +177,43 @@ def best_joint_rule(by_collection: dict[str, list[dict]], signal: str) -> dict |
     return best
 
 
+def _r5(hits: list[Hit], must: tuple[str, ...]) -> float:
+    return 1.0 if any(m in h.chunk.text for h in hits[:5] for m in must) else 0.0
+
+
+# The flat refusal's candidate edges: "refuse when the gate would not answer, dense_z < a
+# and evidence < b".
+GRID_Z = (-3.0, -2.5, -2.0, -1.5, -1.0, -0.5, 0.0)
+GRID_EVIDENCE = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35)
+
+
+def flat(r: dict, a: float, b: float) -> bool:
+    """Whether the row is refused flatly at edges a (dense_z) and b (evidence)."""
+    if r["addressed"] or r["evidence"] >= GATE_BEST_COVERAGE_MAX:
+        return False
+    if r["dense_z"] is None:
+        return r["dense_top"] < GATE_DENSE_MIN_UNCALIBRATED and r["evidence"] < b
+    return r["dense_z"] < min(a, GATE_Z_MAX) and r["evidence"] < b
+
+
+def flat_refusal_grid(by_collection: dict[str, list[dict]]) -> list[dict]:
+    """For each (a, b): per collection, the answerable and unanswerable shares refused
+    flatly (the rest of what the answer rule does not answer is "closest")."""
+    out = []
+    for a in GRID_Z:
+        for b in GRID_EVIDENCE:
+            per = {}
+            for name, rs in by_collection.items():
+                ans = [r for r in rs if r["answerable"]]
+                un = [r for r in rs if not r["answerable"]]
+                per[name] = (round(sum(flat(r, a, b) for r in ans) / max(1, len(ans)), 3),
+                             round(sum(flat(r, a, b) for r in un) / max(1, len(un)), 3))
+            out.append({"z_below": a, "evidence_below": b, "per_collection": per,
+                        "max_false_refusals": max((f for f, _ in per.values()), default=0.0),
+                        "mean_unanswerable_refused": round(sum(u for _, u in per.values()) / max(1, len(per)), 3)})
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--collections", default="examples,git,haproxy,sqlite")
@@ -171,6 +221,9 @@ def main() -> int:
                         help="the items of the tuned collections to read (held-out collections are read whole)")
     parser.add_argument("--sentences", action="store_true",
                         help="also the best question-sentence cosine (embeds every sentence of the top passages)")
+    parser.add_argument("--focus-retrieval", action="store_true",
+                        help="also Recall@5 of the answerable questions retrieved on their content "
+                             "(search.focus) instead of as written")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     embedder = Embedder()
@@ -198,9 +251,14 @@ def main() -> int:
             dfs = store.doc_freqs(content_words(item.question))
             row = {"id": item.id, "answerable": item.answerable, "addressed": s.addressed,
                    "dense_top": s.dense_top, "dense_z": s.dense_z, "coverage": s.coverage,
-                   "best_coverage": s.best_coverage, "missing": s.missing,
+                   "best_coverage": s.best_coverage, "focus_coverage": s.focus_coverage,
+                   "evidence": s.evidence, "missing": s.missing,
                    **answer_signals(item.question, retrieval.hits, dfs, n_chunks),
-                   "gate": gate.refuse(s) is not None if retrieval.hits else True}
+                   "outcome": gate.judge(s).outcome if retrieval.hits else REFUSED}
+            row["gate"] = row["outcome"] == REFUSED
+            if args.focus_retrieval and item.answerable:
+                row["r5"] = _r5(retrieval.hits, item.must_contain)
+                row["r5_focused"] = _r5(retriever.retrieve(focus(item.question).text).hits, item.must_contain)
             if args.sentences:
                 row["sentence_similarity"] = sentence_similarity(item.question, retrieval.hits, embedder)
             rows.append(row)
@@ -226,7 +284,13 @@ def main() -> int:
                 "false_refusals": round(sum(map(refuses, answerable)) / max(1, len(answerable)), 3),
                 "unanswerable_refused": round(sum(map(refuses, unanswerable)) / max(1, len(unanswerable)), 3),
             }
-        entry["answered_unanswerable"] = [r["id"] for r in unanswerable if not r["gate"]]
+        entry["answered_unanswerable"] = [r["id"] for r in unanswerable if r["outcome"] == ANSWER]
+        entry["outcomes"] = {kind: {o: round(sum(r["outcome"] == o for r in rs) / max(1, len(rs)), 3)
+                                    for o in OUTCOMES}
+                             for kind, rs in (("answerable", answerable), ("unanswerable", unanswerable))}
+        if args.focus_retrieval:
+            entry["r5"] = {k: round(sum(r[k] for r in answerable) / max(1, len(answerable)), 3)
+                           for k in ("r5", "r5_focused")}
         refused = [r for r in rows if r["gate"]]
         caught = sum(1 for r in refused if not r["answerable"])
         entry["gate_precision"] = round(caught / len(refused), 3) if refused else None
@@ -234,8 +298,9 @@ def main() -> int:
         report[target.name] = entry
         store.close()
     joint = {sig: best_joint_rule(all_rows, sig) for sig in signals if sig != "dense_z"} if all_rows else {}
+    grid = flat_refusal_grid(all_rows)
     if args.json:
-        print(json.dumps({"collections": report, "joint_rules": joint, "split": args.split}))
+        print(json.dumps({"collections": report, "joint_rules": joint, "split": args.split, "grid": grid}))
         return 0
     for name, e in report.items():
         role = "held out" if e["heldout"] else f"tuned, {args.split} items"
@@ -252,6 +317,17 @@ def main() -> int:
         recall = "-" if e["gate_recall"] is None else f"{e['gate_recall']:.2f}"
         print(f"  gate precision {precision}, recall {recall}; unanswerable questions it answers: "
               + (", ".join(e["answered_unanswerable"]) or "none"))
+        print("  outcomes: " + "; ".join(f"{k} " + ", ".join(f"{o} {v:.2f}" for o, v in d.items())
+                                         for k, d in e["outcomes"].items()))
+        if "r5" in e:
+            print(f"  Recall@5 as written {e['r5']['r5']:.3f}, retrieved on the content {e['r5']['r5_focused']:.3f}")
+    print("\nflat refusal 'not answered and dense_z < a and evidence < b' (the rest not answered is "
+          "'closest'): false refusals per collection | unanswerable refused flatly per collection")
+    for g in grid:
+        per = g["per_collection"]
+        print(f"  a={g['z_below']:+.1f} b={g['evidence_below']:.2f}: max false refusals "
+              f"{g['max_false_refusals']:.2f} ({', '.join(f'{k} {f:.2f}' for k, (f, _) in per.items())}) | "
+              f"mean {g['mean_unanswerable_refused']:.2f} ({', '.join(f'{k} {u:.2f}' for k, (_, u) in per.items())})")
     print(f"\nbest rule 'not addressed and dense_z <= a and S <= b', a and b fitted on {', '.join(all_rows)} "
           f"together, at most {CEILING_FALSE_REFUSALS:.0%} false refusals on each:")
     for sig, b in joint.items():

@@ -4,9 +4,10 @@ For each collection under benchmarks/collections/ (see benchmarks/labelled.py) a
 examples/ (the sample handbook), this fetches the documents, ingests them into a store of
 their own, and runs `citebot eval FILE --json --mode M` for each mode, all through the
 `citebot` command line, as a new user would. It prints, per collection and mode: n,
-Recall@1, Recall@5, MRR, paraphrase Recall@5, the share of unanswerable questions refused,
-the share of answerable ones refused (false refusals), rare-name Recall@1 and phrase
-Recall@1; then the mean over collections per mode: held-out collections first, apart from
+Recall@1, Recall@5, MRR, paraphrase Recall@5, the share of unanswerable questions refused
+flatly (refuse-u) and answered as the closest the documents come (closest-u, labelled:
+bot.answer.gate), the share of answerable ones refused flatly (false refusals) and answered
+as the closest (closest-a), rare-name Recall@1 and phrase Recall@1; then the mean over collections per mode: held-out collections first, apart from
 the tuned ones, and the tuned collections' held-out split apart again.
 
     .venv/bin/python -m benchmarks.quality [--collections git,examples] [--modes hybrid]
@@ -55,10 +56,13 @@ BOOTSTRAP_SEED = 20261130
 # terms). A change in any other file (retrieval, fusion, the gate, bot/) reuses the
 # stores. Query-time-only modules of search/ are listed to leave out; a new file counts.
 FINGERPRINT_DIRS = ("ingest", "search")
-QUERY_TIME_ONLY = {"search/retrieve.py", "search/rerank.py", "search/glossary.py"}
+QUERY_TIME_ONLY = {"search/retrieve.py", "search/rerank.py", "search/glossary.py", "search/support.py",
+                   "search/focus.py"}
 
-METRICS = ("r1", "r5", "mrr", "para_r5", "refuse_unanswerable", "false_refusals", "rare_r1", "phrase_r1")
+METRICS = ("r1", "r5", "mrr", "para_r5", "refuse_unanswerable", "closest_unanswerable", "false_refusals",
+           "closest_answerable", "rare_r1", "phrase_r1")
 HEADERS = {"r1": "R@1", "r5": "R@5", "mrr": "MRR", "para_r5": "para@5", "refuse_unanswerable": "refuse-u",
+           "closest_unanswerable": "closest-u", "closest_answerable": "closest-a",
            "false_refusals": "false-ref", "rare_r1": "rare@1", "phrase_r1": "phrase@1"}
 
 
@@ -215,6 +219,12 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def outcome_of(o: dict) -> str:
+    """An item's outcome: "answer", "closest" or "refused" (a run saved before there were
+    three outcomes has only "refused")."""
+    return o.get("outcome") or ("refused" if o["refused"] else "answer")
+
+
 def figures(outcomes: list[dict]) -> dict:
     """The table's figures from per-item outcomes, with bot/evaluate.py's definitions:
     a hit at rank r counts for Recall@k when r <= k, MRR averages 1/r (0 without a hit)
@@ -230,8 +240,10 @@ def figures(outcomes: list[dict]) -> dict:
         "r1": recall(answerable, 1), "r5": recall(answerable, 5),
         "mrr": _mean([1.0 / o["rank"] if o["rank"] else 0.0 for o in answerable]),
         "para_r5": recall([o for o in answerable if o["kind"] == "paraphrase"], 5),
-        "refuse_unanswerable": _mean([1.0 if o["refused"] else 0.0 for o in unanswerable]),
-        "false_refusals": _mean([1.0 if o["refused"] else 0.0 for o in answerable]),
+        "refuse_unanswerable": _mean([1.0 if outcome_of(o) == "refused" else 0.0 for o in unanswerable]),
+        "closest_unanswerable": _mean([1.0 if outcome_of(o) == "closest" else 0.0 for o in unanswerable]),
+        "false_refusals": _mean([1.0 if outcome_of(o) == "refused" else 0.0 for o in answerable]),
+        "closest_answerable": _mean([1.0 if outcome_of(o) == "closest" else 0.0 for o in answerable]),
         "rare_r1": recall([o for o in answerable if o["kind"] == "rare"], 1),
         "phrase_r1": recall([o for o in answerable if o["kind"] == "phrase"], 1),
     }
@@ -253,8 +265,10 @@ def from_summary(s: dict) -> dict:
         "r5": whole["recall@5"] if whole["answerable"] else None,
         "mrr": whole["mrr"] if whole["answerable"] else None,
         "para_r5": kind("paraphrase", "recall@5"),
-        "refuse_unanswerable": 1 - u["missed_refusals"] / u["n"] if u and u["n"] else None,
+        "refuse_unanswerable": u["refused_unanswerable"] / u["n"] if u and u["n"] else None,
+        "closest_unanswerable": u["closest_unanswerable"] / u["n"] if u and u["n"] else None,
         "false_refusals": whole["false_refusals"] / whole["answerable"] if whole["answerable"] else None,
+        "closest_answerable": whole["closest_answerable"] / whole["answerable"] if whole["answerable"] else None,
         "rare_r1": kind("rare", "recall@1"), "phrase_r1": kind("phrase", "recall@1"),
     }
 
@@ -293,7 +307,9 @@ COMPARED = {
     "para_r5": lambda o: (1.0 if o["rank"] is not None and o["rank"] <= 5 else 0.0)
     if o["answerable"] and o["kind"] == "paraphrase" else None,
     "mrr": lambda o: (1.0 / o["rank"] if o["rank"] else 0.0) if o["answerable"] else None,
-    "refusal_correct": lambda o: 1.0 if o["refused"] != o["answerable"] else 0.0,
+    # An answerable item not refused flatly, an unanswerable one not answered outright.
+    "refusal_correct": lambda o: 1.0 if (outcome_of(o) != "refused" if o["answerable"]
+                                         else outcome_of(o) != "answer") else 0.0,
 }
 
 
@@ -375,6 +391,7 @@ def run_all(ts: list[Target], modes: list[str], runner: Runner, log) -> dict:
                     "collection": t.name, "mode": mode, "id": line["id"], "kind": line["kind"],
                     "split": line.get("split", "dev"), "answerable": bool(raw["must_contain"]),
                     "rank": line["first_relevant_rank"], "refused": bool(line["refused"]),
+                    "outcome": line.get("outcome") or ("refused" if line["refused"] else "answer"),
                     "question_key": question_key(raw)})
             whole = from_summary(eval_summary)
             mismatch = agree(figures(outcomes), whole)

@@ -297,14 +297,14 @@ def eval_cmd(obj: _Context, file: Path, mode: str, split: str, compare: tuple[st
         _emit({"summary": summary, "mode": mode, "split": split, "answers": answers})
         return
     click.echo(f"mode={mode} split={split} items={len(items)}")
-    head = f"{'':14}{'n':>4}{'R@1':>7}{'R@5':>7}{'MRR':>7}{'refusal':>9}"
+    head = f"{'':14}{'n':>4}{'R@1':>7}{'R@5':>7}{'MRR':>7}{'refusal':>9}{'closest':>9}"
     if answers:
         head += f"{'quoted':>8}{'given':>7}{'q|given':>9}"
     click.echo(head)
     rows = [("all", summary["all"])] + list(summary["by_split"].items()) + list(summary["by_kind"].items())
     for name, f in rows:
         line = (f"{name:14}{f['n']:>4}{f['recall@1']:>7.3f}{f['recall@5']:>7.3f}{f['mrr']:>7.3f}"
-                f"{f['refusal_accuracy']:>9.3f}")
+                f"{f['refusal_accuracy']:>9.3f}{f['closest_answerable'] + f['closest_unanswerable']:>9}")
         if answers and f["answerable"]:
             line += (f"{f['quotes_label_rate']:>8.3f}{f['label_given']:>7}"
                      f"{f['quoted_when_given_rate']:>9.3f}")

@@ -24,7 +24,7 @@ from typing import Any, TypedDict
 import numpy as np
 
 from bot.answer.checks import normalise
-from bot.answer.gate import Gate
+from bot.answer.gate import ANSWER, CLOSEST, REFUSED, Gate
 from bot.answer.record import TurnRecord
 from bot.answer.turn import Answerer
 from search.errors import ConfigError
@@ -87,7 +87,7 @@ class Answered:
 class Outcome:
     item: Item
     ranks: list[int]  # 1-based ranks of the relevant hits
-    refused: bool
+    outcome: str  # the gate's (or the turn's): "answer", "closest" or "refused" (bot.answer.gate)
     retrieval: Retrieval
     answered: Answered | None = None
 
@@ -95,8 +95,15 @@ class Outcome:
     def first(self) -> int | None:
         return self.ranks[0] if self.ranks else None
 
+    @property
+    def refused(self) -> bool:
+        """Refused flatly ("closest" is no refusal: it is answered, labelled)."""
+        return self.outcome == REFUSED
+
     def correct_refusal(self) -> bool:
-        return self.refused != self.item.answerable
+        """An answerable question not refused flatly; an unanswerable one not answered
+        outright (refused, or labelled as the closest the documents come)."""
+        return not self.refused if self.item.answerable else self.outcome != ANSWER
 
 
 @dataclass
@@ -107,8 +114,11 @@ class Figures:
     r5: float = 0.0
     mrr: float = 0.0
     refusal_accuracy: float = 0.0
-    false_refusals: int = 0
-    missed_refusals: int = 0
+    false_refusals: int = 0  # answerable questions refused flatly
+    missed_refusals: int = 0  # unanswerable questions answered outright
+    refused_unanswerable: int = 0
+    closest_answerable: int = 0  # answered as the closest the documents come, labelled
+    closest_unanswerable: int = 0
     extra: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -117,6 +127,9 @@ class Figures:
             "recall@5": round(self.r5, 4), "mrr": round(self.mrr, 4),
             "refusal_accuracy": round(self.refusal_accuracy, 4),
             "false_refusals": self.false_refusals, "missed_refusals": self.missed_refusals,
+            "refused_unanswerable": self.refused_unanswerable,
+            "closest_answerable": self.closest_answerable,
+            "closest_unanswerable": self.closest_unanswerable,
             **self.extra,
         }
 
@@ -127,8 +140,8 @@ def run_item(item: Item, retriever: Retriever, gate: Gate, mode: str | None = No
         i + 1 for i, h in enumerate(retrieval.hits)
         if any(s in h.chunk.text for s in item.must_contain)
     ]
-    refused = gate.refuse(retrieval.support) is not None if retrieval.hits else True
-    return Outcome(item, ranks, refused, retrieval)
+    outcome = gate.judge(retrieval.support).outcome if retrieval.hits else REFUSED
+    return Outcome(item, ranks, outcome, retrieval)
 
 
 def figures(outcomes: Iterable[Outcome]) -> Figures:
@@ -142,8 +155,12 @@ def figures(outcomes: Iterable[Outcome]) -> Figures:
         f.mrr = sum(1 / o.first for o in answerable if o.first) / len(answerable)
     if outcomes:
         f.refusal_accuracy = sum(1 for o in outcomes if o.correct_refusal()) / len(outcomes)
+    unanswerable = [o for o in outcomes if not o.item.answerable]
     f.false_refusals = sum(1 for o in answerable if o.refused)
-    f.missed_refusals = sum(1 for o in outcomes if not o.item.answerable and not o.refused)
+    f.missed_refusals = sum(1 for o in unanswerable if o.outcome == ANSWER)
+    f.refused_unanswerable = sum(1 for o in unanswerable if o.refused)
+    f.closest_answerable = sum(1 for o in answerable if o.outcome == CLOSEST)
+    f.closest_unanswerable = sum(1 for o in unanswerable if o.outcome == CLOSEST)
     if outcomes and all(o.answered is not None for o in outcomes):
         f.extra = answer_figures(answerable)
     return f
@@ -183,7 +200,7 @@ def outcome_json(o: Outcome) -> dict:
     out: dict[str, Any] = {
         "id": o.item.id, "kind": o.item.kind, "split": o.item.split,
         "hits": [{"chunk_id": h.chunk.chunk_id, "text": h.chunk.text} for h in o.retrieval.hits[:TOP_HITS]],
-        "refused": o.refused, "first_relevant_rank": o.first,
+        "refused": o.refused, "outcome": o.outcome, "first_relevant_rank": o.first,
         "support": {"dense_top": o.retrieval.support.dense_top, "coverage": o.retrieval.support.coverage,
                     "addressed": o.retrieval.support.addressed},
     }
@@ -266,12 +283,13 @@ def answered(item: Item, record: TurnRecord, chunk_text: dict[str, str]) -> Answ
 def run_answer_item(item: Item, retriever: Retriever, answerer: Answerer, gate: Gate,
                     mode: str | None = None) -> Outcome:
     """Retrieval figures as run_item, and the whole turn in a fresh thread; the item counts
-    as refused when the turn refused (by the gate or the composer)."""
+    as refused when the turn refused (by the gate or the composer) or failed, and as the
+    turn's outcome otherwise ("closest" when it was labelled so)."""
     outcome = run_item(item, retriever, gate, mode)
     record = answerer.ask(item.question, surface="eval")
     texts = {c.chunk_id: c.text for c in retriever.store.get_chunks([p["chunk_id"] for p in record.passages])}
     outcome.answered = answered(item, record, texts)
-    outcome.refused = record.refused or record.error is not None
+    outcome.outcome = REFUSED if record.refused or record.error is not None else record.outcome
     return outcome
 
 

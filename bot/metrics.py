@@ -14,7 +14,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
-OUTCOMES = ("answered", "refused_gate", "refused_model", "error")
+OUTCOMES = ("answered", "closest", "refused_gate", "refused_model", "error")
 STAGES = ("retrieve", "compose", "checks", "total")
 CHECK_KINDS = ("quote", "citation", "claim")
 BACKENDS = ("search", "redis", "anthropic", "slack")

@@ -23,6 +23,7 @@ from typing import Literal
 import numpy as np
 
 from search import calibration, fusion, typos
+from search.focus import focus
 from search.glossary import Expansion, Glossary
 from search.retrieval_config import (
     CALIBRATION_TTL_S,
@@ -253,7 +254,7 @@ class Retriever:
             hits = self._widen(hits, asked.terms, top_k, scope)
         null = self.null_distribution() if dense else None
         support = support_of(asked.terms, asked.dfs, asked.corrections, asked.expansions, hits, dense,
-                             lexical.addressed, asked.n_chunks, null)
+                             lexical.addressed, asked.n_chunks, null, focus(question))
         timings["total"] = (time.perf_counter() - t0) * 1000
         return Retrieval(
             question=question, hits=hits, support=support, expansions=asked.expansions,

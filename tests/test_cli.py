@@ -53,6 +53,18 @@ def test_ask_json_contract(runner):
     assert json.loads(shown.stdout)["turn_id"] == out["turn_id"]
 
 
+def test_ask_json_says_when_the_answer_is_the_closest_the_documents_come(runner):
+    # On the topic of the handbook (the site racks), answered by nothing in it (Kubernetes).
+    result = runner.invoke(cli, ["ask", "How do I upgrade the Kubernetes version on the site racks?", "--json"])
+    assert result.exit_code == 0, result.output
+    (out,) = _json_lines(result.stdout)
+    assert out["outcome"] == "closest" and out["refused"] is False and out["closest_reason"]
+    assert out["answer"].startswith("The documents may not answer this directly. The closest they come:")
+    assert out["quotes"] and all(q["verified"] for q in out["quotes"])
+    shown = json.loads(runner.invoke(cli, ["turns", "show", out["turn_id"]]).stdout)
+    assert shown["outcome"] == "closest" and shown["answer"] == out["answer"]
+
+
 def test_chunks_json_contract(runner):
     result = runner.invoke(cli, ["chunks", "--json"])
     rows = _json_lines(result.stdout)

@@ -54,11 +54,19 @@ def test_answer_quotes_are_verified_and_cited(answerer):
         assert quote_in(q["text"], chunk.text)
 
 
-def test_unanswerable_question_is_refused_with_nearest_passages(answerer):
-    record = answerer.ask("How do I upgrade the Kubernetes version on the site racks?")
-    assert record.refused and record.refusal_stage == "gate"
+def test_a_question_nothing_in_the_collection_touches_is_refused_with_nearest_passages(answerer):
+    record = answerer.ask("How do I tune the carburettor of a vintage motorcycle?")
+    assert record.refused and record.refusal_stage == "gate" and record.outcome == "refused"
     assert "does not cover" in record.answer and "Nearest passages" in record.answer
     assert record.citations == []
+
+
+def test_a_near_miss_on_the_topic_gets_the_closest_the_documents_come_labelled(answerer):
+    # The site racks are in the handbook; Kubernetes is not. The two-outcome gate refused it.
+    record = answerer.ask("How do I upgrade the Kubernetes version on the site racks?")
+    assert record.outcome == "closest" and not record.refused, record.refusal_reason
+    assert record.answer.startswith("The documents may not answer this directly. The closest they come:")
+    assert record.quotes and all(q["verified"] for q in record.quotes)
 
 
 def test_turn_is_logged_and_retrievable(answerer):

@@ -1,9 +1,18 @@
-"""The refusal gate: very weak evidence only, calibrated per collection, and a word the
-collection never uses is not, alone, a reason."""
+"""The refusal gate's three outcomes: answer, the closest the documents come (on topic, not
+close), and the flat refusal only when nothing is near; calibrated per collection, and a
+word the collection never uses is not, alone, a reason."""
 
 from __future__ import annotations
 
-from bot.answer.gate import GATE_BEST_COVERAGE_MAX, Gate
+from bot.answer.gate import (
+    ANSWER,
+    CLOSEST,
+    CLOSEST_COVERAGE_MIN,
+    CLOSEST_Z_MIN,
+    GATE_BEST_COVERAGE_MAX,
+    REFUSED,
+    Gate,
+)
 from ingest.pipeline import ingest
 from search import calibration
 from search.embedded import EmbeddedStore
@@ -18,28 +27,51 @@ def support(**kw) -> Support:
     return Support(**{**base, **kw})
 
 
-def test_weak_similarity_and_weak_coverage_together_refuse_with_the_reason():
-    reason = Gate().refuse(support(dense_top=0.31, dense_z=-0.8, best_coverage=0.2))
-    assert reason is not None and "0.31" in reason and "0.40" in reason and "20%" in reason
+def test_nothing_near_the_question_is_refused_flatly_with_the_reason():
+    v = Gate().judge(support(dense_top=0.21, dense_z=CLOSEST_Z_MIN - 0.1, best_coverage=0.1))
+    assert v.outcome == REFUSED and v.reason is not None
+    assert "0.21" in v.reason and "0.40" in v.reason and "10%" in v.reason
+    assert Gate().refuse(support(dense_top=0.21, dense_z=CLOSEST_Z_MIN - 0.1, best_coverage=0.1)) == v.reason
 
 
-def test_either_signal_alone_lets_the_question_through():
-    assert Gate().refuse(support(dense_z=-2.0, best_coverage=GATE_BEST_COVERAGE_MAX)) is None
-    assert Gate().refuse(support(dense_z=0.0, best_coverage=0.0)) is None
+def test_on_topic_but_not_close_is_the_closest_the_documents_come():
+    # The two-outcome gate refused this (dense_z < 0, best_coverage < 0.35).
+    v = Gate().judge(support(dense_top=0.38, dense_z=-0.8, best_coverage=0.15))
+    assert v.outcome == CLOSEST and "0.38" in v.reason and "15%" in v.reason
+    assert Gate().refuse(support(dense_top=0.38, dense_z=-0.8, best_coverage=0.15)) is None
+    # Far from the null, but the best passage holds a fair share of the question's words.
+    far = support(dense_z=CLOSEST_Z_MIN - 1, best_coverage=CLOSEST_COVERAGE_MIN)
+    assert Gate().judge(far).outcome == CLOSEST
+
+
+def test_coverage_is_read_on_the_question_s_content_when_that_is_more():
+    # "just got married!! how do i add my spouse to health insurance?": the preamble's
+    # words are in the weight as written, not in the content's.
+    s = support(dense_z=-0.5, best_coverage=0.25, focus_coverage=GATE_BEST_COVERAGE_MAX,
+                set_aside=["just got married!!"])
+    assert s.evidence == GATE_BEST_COVERAGE_MAX and Gate().judge(s).outcome == ANSWER
+    assert support(best_coverage=0.3, focus_coverage=0.1).evidence == 0.3
+
+
+def test_either_signal_alone_answers_the_question():
+    assert Gate().judge(support(dense_z=-2.0, best_coverage=GATE_BEST_COVERAGE_MAX)).outcome == ANSWER
+    assert Gate().judge(support(dense_z=0.0, best_coverage=0.0)).outcome == ANSWER
 
 
 def test_a_word_the_collection_never_uses_is_not_alone_a_reason():
     # "how do i nuke my last commit" — the collection says "reset", never "nuke"
-    assert Gate().refuse(support(missing=["nuke"], dense_top=0.62, dense_z=1.5)) is None
+    assert Gate().judge(support(missing=["nuke"], dense_top=0.62, dense_z=1.5)).outcome == ANSWER
 
 
 def test_an_addressed_passage_is_never_refused():
-    assert Gate().refuse(support(addressed=True, dense_z=-3.0, best_coverage=0.0)) is None
+    assert Gate().judge(support(addressed=True, dense_z=-3.0, best_coverage=0.0)).outcome == ANSWER
 
 
 def test_an_uncalibrated_collection_falls_back_to_the_fixed_floor():
     assert Gate().refuse(support(dense_z=None, null_mean=None, dense_top=0.2, best_coverage=0.1))
-    assert Gate().refuse(support(dense_z=None, null_mean=None, dense_top=0.35, best_coverage=0.1)) is None
+    assert Gate().judge(support(dense_z=None, null_mean=None, dense_top=0.35, best_coverage=0.1)).outcome == ANSWER
+    uncalibrated = support(dense_z=None, null_mean=None, dense_top=0.2, best_coverage=CLOSEST_COVERAGE_MIN)
+    assert Gate().judge(uncalibrated).outcome == CLOSEST
 
 
 def test_ingest_stores_the_calibration_and_retrieval_reads_it(tmp_path, test_embedder):

@@ -80,3 +80,17 @@ def test_the_joint_rule_keeps_false_refusals_down_on_every_collection():
     assert best["per_collection"]["good"]["unanswerable_refused"] == 1.0
     assert best["per_collection"]["hard"]["unanswerable_refused"] == 0.0
     assert best["mean_unanswerable_refused"] == 0.5
+
+
+def test_the_flat_refusal_grid_refuses_only_what_the_answer_rule_leaves_and_nothing_near():
+    def r(z: float, evidence: float, answerable: bool, addressed: bool = False) -> dict:
+        return {"dense_z": z, "evidence": evidence, "answerable": answerable, "addressed": addressed,
+                "dense_top": 0.4}
+
+    rows = {"c": [r(-2.0, 0.1, True), r(-0.5, 0.1, True), r(0.5, 0.0, True),
+                  r(-3.0, 0.05, False), r(-1.0, 0.3, False), r(-3.0, 0.0, False, addressed=True)]}
+    cell = {(g["z_below"], g["evidence_below"]): g for g in signals.flat_refusal_grid(rows)}
+    g = cell[(-1.5, 0.2)]
+    # answerable: only the first is far and thin; unanswerable: only the first (the third is addressed)
+    assert g["per_collection"]["c"] == (round(1 / 3, 3), round(1 / 3, 3))
+    assert cell[(-3.0, 0.1)]["per_collection"]["c"] == (0.0, 0.0)  # dense_z < -3 holds for none

@@ -332,10 +332,10 @@ class ClaudeComposer:
         passages: Sequence[Passage],
         definitions: Sequence[GlossaryEntry],
         aliases: Sequence[Expansion],
-        on_text: Callable[[str], None] | None = None,
+        on_text: Callable[[str], None] | None = None, *, closest: bool = False,
     ) -> Composition:
-        """The answer; with `on_text`, streamed to it piece by piece as the model writes."""
-        prompt = answer_prompt(question, passages, definitions, aliases)
+        """The answer, streamed to `on_text`; `closest`: the prompt says the evidence is weak."""
+        prompt = answer_prompt(question, passages, definitions, aliases, closest=closest)
         errors: list[str] = []
         started = self.messages.clock()
         usage: dict[str, int] = {}

@@ -145,6 +145,8 @@ class Composer(Protocol):
         passages: Sequence[Passage],
         definitions: Sequence[GlossaryEntry],
         aliases: Sequence[Expansion],
+        *,
+        closest: bool = False,  # the gate judged the evidence weak (bot.answer.gate)
     ) -> Composition: ...
 
 
@@ -161,6 +163,8 @@ class StreamingComposer(Composer, Protocol):
         definitions: Sequence[GlossaryEntry],
         aliases: Sequence[Expansion],
         on_text: Callable[[str], None] | None = None,
+        *,
+        closest: bool = False,
     ) -> Composition: ...
 
 
@@ -366,6 +370,8 @@ class ExtractiveComposer:
         passages: Sequence[Passage],
         definitions: Sequence[GlossaryEntry],
         aliases: Sequence[Expansion],
+        *,
+        closest: bool = False,  # the quotes are the same; the turn labels the answer
     ) -> Composition:
         picked = self.pick(question, passages, aliases)
         if not picked:

@@ -104,6 +104,15 @@ mark omitted words with …
 5. If the passages do not answer the question, reply with exactly one line and nothing else:
 {REFUSAL_TOKEN}: <one sentence saying what the passages lack>"""
 
+# Added to the system prompt when the gate judged the evidence weak ("closest",
+# bot.answer.gate): the reader is shown a label saying so, above the answer.
+CLOSEST_SYSTEM = f"""\
+The evidence for this question is weak: retrieval found passages on its topic, but none \
+close to what it asks. The passages may not answer it directly, and the reader is told so \
+above your answer. Say only what the passages do say that bears on the question, cited as \
+above; do not stretch them to fit it or fill the gap from general knowledge. If nothing in \
+them bears on it, reply {REFUSAL_TOKEN} as above."""
+
 CONDENSE_SYSTEM = """\
 You rewrite the latest message of a conversation as one standalone question for a search \
 over a document collection.
@@ -197,9 +206,12 @@ def answer_prompt(
     passages: Sequence[Passage],
     definitions: Sequence[GlossaryEntry],
     aliases: Sequence[Expansion],
+    *,
+    closest: bool = False,
 ) -> Prompt:
     """The answer prompt: passages first, then our glossary, the question last (each
-    within its cap, the whole within PROMPT_USER_CHARS; see the module docstring)."""
+    within its cap, the whole within PROMPT_USER_CHARS; see the module docstring). With
+    `closest`, our instructions add that the evidence is weak (CLOSEST_SYSTEM)."""
     budget = _Budget()
     question_part = f"<question>{neutralise(cut_to(question, PROMPT_QUESTION_CHARS))}</question>"
     budget.take(question_part)
@@ -233,7 +245,7 @@ def answer_prompt(
     if claims:
         parts += ["<our_alias_claims>", *claims, "</our_alias_claims>"]
     parts.append(question_part)
-    return Prompt(ANSWER_SYSTEM, "\n".join(parts))
+    return Prompt(f"{ANSWER_SYSTEM}\n\n{CLOSEST_SYSTEM}" if closest else ANSWER_SYSTEM, "\n".join(parts))
 
 
 def condense_prompt(question: str, history: Sequence[PriorTurn]) -> Prompt:

@@ -46,6 +46,10 @@ class TurnRecord:
     answer: str = ""
     raw_answer: str = ""
     refused: bool = False
+    # "answer", "closest" (labelled: the closest the documents come, bot.answer.gate),
+    # "refused" (by the gate or the composer) or "error".
+    outcome: str = "answer"
+    closest_reason: str | None = None  # why the gate judged it "closest"
     refusal_reason: str | None = None
     refusal_stage: str | None = None  # "gate" (before composing) or "model" (it declined)
     unsupported: bool = False
@@ -74,6 +78,7 @@ class TurnRecord:
         """The `citebot ask --json` contract (docs/contracts.md), plus a few extra fields."""
         return {
             "turn_id": self.turn_id, "answer": self.answer, "refused": self.refused,
+            "outcome": self.outcome, "closest_reason": self.closest_reason,
             "citations": self.citations, "quotes": self.quotes, "timings_ms": self.timings_ms,
             "refusal_reason": self.refusal_reason, "unsupported": self.unsupported,
             "label": self.label, "passages": self.passages, "error": self.error,
@@ -101,6 +106,8 @@ class LoggedTurn:
         """Fields this version does not know are ignored, so old and new records both load."""
         known = {f.name for f in fields(TurnRecord)}
         record = TurnRecord(**{k: v for k, v in raw.items() if k in known})
+        if "outcome" not in raw:  # logged before there were three outcomes
+            record.outcome = "error" if record.error else "refused" if record.refused else "answer"
         feedback = tuple(
             Feedback(str(f.get("at", "")), f.get("user"), str(f.get("value", "")))
             for f in raw.get("feedback") or []

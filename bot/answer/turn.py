@@ -16,7 +16,7 @@ import structlog
 from bot.answer.checks import ClaimJudge, check_answer, flag_inline
 from bot.answer.compose import Composer, Composition, streams
 from bot.answer.condense import condense
-from bot.answer.gate import Gate
+from bot.answer.gate import CLOSEST, CLOSEST_LABEL, REFUSED, Gate, Verdict
 from bot.answer.passages import Passage, select_passages, with_windows
 from bot.answer.record import TurnRecord, error_text, failure_text, new_turn_id
 from bot.answer.release import SentenceRelease, Sink
@@ -124,15 +124,19 @@ class Answerer:
         record.corrections = retrieval.corrections
         record.addresses = retrieval.addresses
 
-        reason = self.gate.refuse(retrieval.support) if retrieval.hits else "the store returned no passages"
-        if reason:
-            record.refused = True
-            record.refusal_reason = reason
+        verdict = (self.gate.judge(retrieval.support) if retrieval.hits
+                   else Verdict(REFUSED, "the store returned no passages"))
+        if verdict.outcome == REFUSED:
+            record.refused, record.outcome = True, REFUSED
+            record.refusal_reason = verdict.reason
             record.refusal_stage = "gate"
-            record.answer = record.raw_answer = refusal_text(reason, retrieval)
+            record.answer = record.raw_answer = refusal_text(verdict.reason or "", retrieval)
             record.composer = "gate"
             self._remember(record, thread_key)
             return
+        closest = verdict.outcome == CLOSEST
+        if closest:
+            record.outcome, record.closest_reason = CLOSEST, verdict.reason
 
         passages = self.passages(record, retrieval, scope)
         record.passages = [
@@ -148,10 +152,11 @@ class Answerer:
         releaser = None
         composer = self.composer
         if release is not None and streams(composer) and self.claim_judge is None:
-            releaser = SentenceRelease(release, *_grounds(passages, retrieval), started=t)
-            comp: Composition = composer.compose(*compose_args, on_text=releaser.feed)
+            sink = labelled(release) if closest else release
+            releaser = SentenceRelease(sink, *_grounds(passages, retrieval), started=t)
+            comp: Composition = composer.compose(*compose_args, on_text=releaser.feed, closest=closest)
         else:
-            comp = self.composer.compose(*compose_args)
+            comp = self.composer.compose(*compose_args, closest=closest)
         record.timings_ms["compose"] = round((time.perf_counter() - t) * 1000, 2)
         if releaser is not None and releaser.first_ms is not None:
             record.timings_ms["first_sentence"] = releaser.first_ms
@@ -161,13 +166,15 @@ class Answerer:
         record.errors = [*record.errors, *comp.errors]  # a state read failure comes first
         record.raw_answer = comp.text
         if comp.refused:
-            record.refused = True
+            record.refused, record.outcome = True, REFUSED
             record.refusal_reason = comp.refusal_reason or "the composer declined"
             record.refusal_stage = "model" if comp.model else comp.composer
             record.answer = refusal_text(record.refusal_reason, retrieval)
             self._remember(record, thread_key)
             return
         self._check(record, comp.text, passages, retrieval)
+        if closest:
+            record.answer = f"{CLOSEST_LABEL}\n{record.answer}"
         self._remember(record, thread_key)
 
     def _link(self, chunk: Chunk) -> str | None:
@@ -261,6 +268,18 @@ class Answerer:
             log.error("conversation_state_failed", error=error_text(exc))
 
 
+def labelled(release: Sink) -> Sink:
+    """A sink that opens a "closest" answer with its label, before its first sentence."""
+    opened: list[bool] = []
+
+    def sink(piece: str) -> None:
+        if not opened:
+            release(f"{CLOSEST_LABEL}\n")
+            opened.append(True)
+        release(piece)
+    return sink
+
+
 def _grounds(passages: list[Passage], retrieval: Retrieval) -> tuple[dict[int, tuple[str, str]], set[str]]:
     """What the checks hold an answer to: the passages given (N -> chunk id, text) and every
     chunk retrieved this turn (the ranked hits and the neighbours widening added to them)."""
@@ -280,7 +299,7 @@ def new_record(question: str, *, turn_id: str | None = None, user: str | None = 
 
 def fail(record: TurnRecord, exc: BaseException) -> None:
     """The one failure path: the error recorded, the person told, a trace for a bug."""
-    record.error = error_text(exc)
+    record.error, record.outcome = error_text(exc), "error"
     record.answer = failure_text(exc, record.turn_id)
     if isinstance(exc, (StoreError, SearchBackendError)) and not isinstance(exc, RedisUnavailable):
         BACKEND_ERRORS.labels("search").inc()  # Redis counts its own (bot.memory.redis)
@@ -307,7 +326,7 @@ def log_turn(turnlog: TurnLog, record: TurnRecord) -> None:
     count_turn(record)
     log.info(
         "turn", question_words=len(words(record.question)), surface=record.surface,
-        user=record.user, channel=record.channel, refused=record.refused,
+        user=record.user, channel=record.channel, refused=record.refused, outcome=record.outcome,
         refusal_reason=record.refusal_reason, refusal_stage=record.refusal_stage,
         composer=record.composer, model=record.model,
         citations=len(record.citations),
@@ -324,6 +343,8 @@ def count_turn(record: TurnRecord) -> None:
         outcome = "error"
     elif record.refused:
         outcome = "refused_gate" if record.composer == "gate" else "refused_model"
+    elif record.outcome == CLOSEST:
+        outcome = "closest"
     else:
         outcome = "answered"
     TURNS.labels(outcome).inc()

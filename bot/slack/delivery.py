@@ -31,7 +31,7 @@ def turn_metadata(record: TurnRecord) -> dict:
     return {"event_type": TURN_EVENT, "event_payload": {
         "turn_id": record.turn_id, "question": record.question,
         "condensed_query": record.condensed_query, "error": bool(record.error),
-        "refused": record.refused}}
+        "refused": record.refused, "outcome": record.outcome}}
 
 
 class Delivery:

@@ -33,6 +33,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
+from bot.answer.gate import CLOSEST
 from bot.answer.record import LoggedTurn, TurnRecord
 from bot.metrics import HOME_FAILURES
 from bot.slack.client import SLACK_ERRORS, slack_failed
@@ -311,5 +312,5 @@ def _outcome(record: TurnRecord) -> str:
     if record.refused:
         return "🚫 not covered by the collection"
     failed = failed_checks(record)
-    return "✅ answered" + (f", ⚠️ {failed} check{'s' if failed != 1 else ''} flagged"
+    return ("🔎 the closest the documents come" if record.outcome == CLOSEST else "✅ answered") + (f", ⚠️ {failed} check{'s' if failed != 1 else ''} flagged"
                            if failed else "")

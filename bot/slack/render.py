@@ -29,6 +29,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
+from bot.answer.gate import CLOSEST
 from bot.answer.record import LoggedTurn, TurnRecord
 from bot.answer.textlinks import visible_links
 from bot.slack.mrkdwn import escape, pack_lines, passage_line, unescape  # noqa: F401 (unescape: re-exported)
@@ -120,7 +121,8 @@ def _checks_summary(record: TurnRecord) -> str:
         return "⚠️ not answered: an error stopped this turn"
     if record.refused:
         return "🚫 not covered by the collection"
-    parts = []
+    parts = ["🔎 the closest the documents come: they may not answer this directly"
+             if record.outcome == CLOSEST else ""]
     ok_citations = sum(1 for c in record.citations if c.get("resolved") and c.get("retrieved"))
     if ok_citations:
         parts.append(f"✅ {ok_citations} citation{'s' if ok_citations != 1 else ''} resolve")
@@ -132,7 +134,7 @@ def _checks_summary(record: TurnRecord) -> str:
         parts.append(f"⚠️ {failed} check{'s' if failed != 1 else ''} failed (flagged inline)")
     if record.unsupported:
         parts.append("⚠️ unsupported")
-    return " · ".join(parts) or "no checks applied"
+    return " · ".join(p for p in parts if p) or "no checks applied"
 
 
 def _markdown_chars(blocks: list[Block]) -> int:
@@ -293,6 +295,9 @@ def render_explanation(turn: LoggedTurn) -> SlackMessage:
         outcome = f"*Outcome:* not answered — {e(truncate(r.error, SNIPPET_MAX))}"
     elif r.refused:
         outcome = f"*Outcome:* refused — {e(r.refusal_reason or 'no reason recorded')}"
+    elif r.outcome == CLOSEST:
+        outcome = (f"*Outcome:* the closest the documents come, by the {e(r.composer or '?')} composer"
+                   f" — {e(r.closest_reason or 'no reason recorded')}")
     else:
         outcome = (f"*Outcome:* answered by the {e(r.composer or '?')} composer"
                    + (f" ({e(r.model)})" if r.model else "")
