@@ -16,7 +16,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -242,6 +242,10 @@ class MemoryTurnLog:
 
     def add_feedback(self, turn_id: str, at: str, user: str | None, value: str) -> None:
         raise NotImplementedError("eval turns take no feedback")
+
+    def turns_since(self, since_iso: str) -> Iterator[dict]:
+        held = sorted(self.turns.values(), key=lambda r: r["created_at"])
+        return iter([{**r, "feedback": []} for r in held if r["created_at"] >= since_iso])
 
 
 def answered(item: Item, record: TurnRecord, chunk_text: dict[str, str]) -> Answered:

@@ -29,7 +29,7 @@ from search.errors import CitebotError, SearchBackendError, StoreError
 from search.retrieve import Retrieval, Retriever
 from search.scope import Scope
 from search.text import content_words, words
-from search.types import Chunk
+from search.types import Chunk, text_hash
 
 log = structlog.get_logger("citebot.turn")
 
@@ -138,7 +138,8 @@ class Answerer:
         record.passages = [
             {"number": p.number, "chunk_id": p.chunk.chunk_id, "source": p.chunk.source,
              "heading_path": list(p.chunk.heading_path), "page": p.chunk.page,
-             "chars": len(p.text), "superseded": p.chunk.superseded, "url": self._link(p.chunk)}
+             "chars": len(p.text), "superseded": p.chunk.superseded, "url": self._link(p.chunk),
+             "text_hash": text_hash(p.chunk.text)}  # to tell later whether it changed (bot/owners/stale.py)
             for p in passages
         ]
         glossary = self.retriever.glossary
