@@ -20,7 +20,7 @@ import numpy as np
 # Cosine at which two questions ask the same thing, for the MiniLM encoder citebot uses:
 # set on the labelled paraphrase groups of examples/gap-questions.jsonl
 # (docs/decisions/0036-gaps-report.md).
-THRESHOLD = 0.55
+THRESHOLD = 0.45
 REFINE_ROUNDS = 2
 
 

@@ -25,8 +25,8 @@ def render(report: dict[str, Any], label: str) -> str:
              f"{len(report['stale'])} stale citations")]
     for n, t in enumerate(report["topics"], 1):
         change = f"{t['change']:+d} on the {label} before"
-        lines.append(f"\n{n}. {t['size']} questions, {t['askers']} askers, {t['channels']} channels "
-                     f"({change})" + (f"; asked by {', '.join(t['users'])}" if t.get("users") else ""))
+        lines.append(f"\n{n}. {_n(t['size'], 'question')}, {_n(t['askers'], 'asker')}, "
+                     f"{_n(t['channels'], 'channel')} ({change})" + (f"; asked by {', '.join(t['users'])}" if t.get("users") else ""))
         for q in t["questions"]:
             who = f" {q['user']}" if q.get("user") else ""
             lines.append(f"   \"{q['question']}\"  ({q['outcome']}, {q['turn_id']}{who})")
@@ -48,7 +48,7 @@ def render(report: dict[str, Any], label: str) -> str:
 @click.pass_obj
 def gaps(obj: Any, period, channels: tuple[str, ...], as_json: bool, with_users: bool) -> None:
     """What citebot could not answer well, by topic, and answers gone stale."""
-    from bot.owners.gaps import build_report
+    from bot.owners.gaps import build_report, contract
 
     c = obj.components
     scopes = c.scopes
@@ -58,15 +58,19 @@ def gaps(obj: Any, period, channels: tuple[str, ...], as_json: bool, with_users:
         scope_of=(lambda ch: scopes.for_channel(ch).scope) if channels else (lambda _c: None),
         with_users=with_users)
     if as_json:
-        click.echo(json.dumps({"topics": report["topics"], "stale": report["stale"]}, ensure_ascii=False))
+        click.echo(json.dumps(contract(report), ensure_ascii=False))
     else:
         click.echo(render(report, _label(period)))
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _label(period) -> str:
     seconds = int(period.total_seconds())
-    for unit, size in (("weeks", 7 * 86400), ("days", 86400), ("hours", 3600)):
+    for unit, size in (("days", 86400), ("hours", 3600)):
         if seconds % size == 0:
             n = seconds // size
-            return f"{n} {unit[:-1] if n == 1 else unit}"
+            return _n(n, unit[:-1])
     return f"{seconds} seconds"

@@ -113,7 +113,8 @@ def build_report(turnlog: Any, store: Store, encode: Encode, *, period: timedelt
                  channels: Sequence[str] = (), scope_of: ScopeOf = lambda _c: None,
                  with_users: bool = False, now: datetime | None = None,
                  threshold: float = THRESHOLD) -> dict[str, Any]:
-    """The report as the JSON contract has it (docs/contracts.md), plus "period" fields."""
+    """The report: the JSON contract's fields (contract() keeps only those), the period and
+    each topic's turn ids ("_turn_ids")."""
     now = now or datetime.now(UTC)
     since = now - period
     records = [r for r in turnlog.turns_since((since - period).isoformat())
@@ -140,6 +141,7 @@ def build_report(turnlog: Any, store: Store, encode: Encode, *, period: timedelt
             "questions": _examples(members, vectors, with_users),
             "nearest": _nearest(members, headings, scope_of),
             "change": len(current) - (len(members) - len(current)),
+            "_turn_ids": [m.record.get("turn_id") for m in current],  # not in the contract
         }
         if with_users:
             topic["users"] = sorted({m.record["user"] for m in current if m.record.get("user")})
@@ -155,3 +157,9 @@ def build_report(turnlog: Any, store: Store, encode: Encode, *, period: timedelt
              for s in stale_citations(store, current_records, allows)]
     return {"topics": topics, "stale": stale,
             "period": {"since": since.isoformat(), "until": now.isoformat(), "turns": len(current_records)}}
+
+
+def contract(report: dict[str, Any]) -> dict[str, Any]:
+    """The report as `citebot gaps --json` prints it (docs/contracts.md)."""
+    topics = [{k: v for k, v in t.items() if not k.startswith("_")} for t in report["topics"]]
+    return {"topics": topics, "stale": report["stale"]}

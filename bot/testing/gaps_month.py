@@ -11,6 +11,7 @@ citations (for stale citations) beside the gaps.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,40 +34,55 @@ class Asked:
     created_at: datetime
 
 
-def labelled() -> list[tuple[str, str]]:
-    """(group, question) of the gap questions, in file order."""
+def labelled(per_group: int | None = None, strays: int | None = None) -> list[tuple[str, str]]:
+    """(group, question) of the gap questions, in file order: at most `per_group` of each
+    paraphrase group and `strays` stray questions (None: all)."""
     rows = [json.loads(line) for line in (EXAMPLES / "gap-questions.jsonl").read_text().splitlines() if line.strip()]
-    return [(r["group"], r["question"]) for r in rows]
+    out: list[tuple[str, str]] = []
+    for r in rows:
+        cap = strays if r["group"] == "stray" else per_group
+        if cap is None or sum(1 for g, _ in out if g == r["group"]) < cap:
+            out.append((r["group"], r["question"]))
+    return out
 
 
-def answerable(limit: int = 12) -> list[str]:
+def answerable(limit: int, folder: Path | None = None) -> list[str]:
+    """Answerable questions of examples/questions.jsonl; with `folder`, only those whose
+    expected words are in one of its Markdown files (a collection cut to a few folders)."""
     rows = [json.loads(line) for line in (EXAMPLES / "questions.jsonl").read_text().splitlines() if line.strip()]
-    return [r["question"] for r in rows if r["kind"] != "unanswerable"][:limit]
+    texts = [p.read_text(errors="replace") for p in folder.rglob("*.md")] if folder else []
+    out = [r["question"] for r in rows if r["kind"] != "unanswerable"
+           and (folder is None or any(s in t for s in r["must_contain"] for t in texts))]
+    return out[:limit]
 
 
-def plan(limit_answerable: int = 12) -> list[tuple[str, str, str, str, datetime]]:
+def plan(per_group: int | None = None, strays: int | None = None, again: int = 2,
+         extra: Sequence[str] = ()) -> list[tuple[str, str, str, str, datetime]]:
     """(group, question, user, channel, time) for the month, deterministic: a group's
-    questions are spread over the month, by different people in different channels; the
-    last week (from START + 23 days) holds most of the paraphrases asked again."""
+    questions are spread over the month, by different people in different channels, and
+    `again` of each group's questions are asked once more in the last week; `extra`
+    (answerable questions) are asked once each."""
     out = []
-    items = labelled() + [("answerable", q) for q in answerable(limit_answerable)]
+    items = labelled(per_group, strays) + [("answerable", q) for q in extra]
+    seen: dict[str, int] = {}
     for n, (group, question) in enumerate(items):
         day = (n * 7) % DAYS
         when = START + timedelta(days=day, minutes=17 * n)
         out.append((group, question, USERS[n % len(USERS)], CHANNELS[n % len(CHANNELS)], when))
-        if group not in ("stray", "answerable"):  # each missing fact is asked again in the last week
-            again = START + timedelta(days=DAYS - 1 - n % 6, hours=n % 5)
-            out.append((group, question, USERS[(n + 3) % len(USERS)], CHANNELS[(n + 1) % len(CHANNELS)], again))
+        seen[group] = seen.get(group, 0) + 1
+        if group not in ("stray", "answerable") and seen[group] <= again:
+            later = START + timedelta(days=DAYS - 1 - n % 6, hours=n % 5)
+            out.append((group, question, USERS[(n + 3) % len(USERS)], CHANNELS[(n + 1) % len(CHANNELS)], later))
     return sorted(out, key=lambda row: row[4])
 
 
-def ask_month(answerer: Any, limit_answerable: int = 12) -> list[Asked]:
+def ask_month(answerer: Any, rows: Sequence[tuple[str, str, str, str, datetime]]) -> list[Asked]:
     """Every planned question asked through `answerer` at its planned time."""
     from freezegun import freeze_time
 
     asked = []
     with freeze_time(START) as frozen:  # started once: each start scans every loaded module
-        for group, question, user, channel, when in plan(limit_answerable):
+        for group, question, user, channel, when in rows:
             frozen.move_to(when)
             record = answerer.ask(question, user=user, channel=channel, surface="slack")
             asked.append(Asked(group, record.turn_id, question, user, channel, when))
