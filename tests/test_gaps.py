@@ -223,6 +223,30 @@ def test_turns_show_marks_a_stale_turn(embedded_month, monkeypatch):
     assert json.loads(CliRunner().invoke(cli, ["turns", "show", fresh]).output)["stale"] == []
 
 
+def test_ask_why_and_the_home_tab_mark_a_stale_turn(embedded_month):
+    from types import SimpleNamespace
+
+    from bot.answer.record import LoggedTurn
+    from bot.owners.stale import WORDING
+    from bot.slack.actions import TurnActions
+    from bot.slack.home import HomeTab
+    from bot.slack.render import render_explanation
+    from bot.slack.scopes import Scopes
+
+    _root, _folder, store, asked = embedded_month
+    stale_ids = {s.turn_id for s in stale_citations(store, [store.get_turn(a.turn_id) for a in asked])}
+    assert stale_ids, "runs after the edit test"
+    actions = TurnActions(None, store, "/ask", None, store=lambda: store)  # type: ignore[arg-type]
+    runner = SimpleNamespace(turnlog=store, answerer=lambda: SimpleNamespace(retriever=SimpleNamespace(store=store)))
+    home = HomeTab(runner, None, Scopes.everything(), "/ask")  # type: ignore[arg-type]
+    for a in asked:
+        raw = store.get_turn(a.turn_id)
+        why = render_explanation(LoggedTurn.from_log(raw), actions._stale(raw))
+        said = " ".join(str(b.to_dict()) for b in why.blocks)
+        line = home._turn_line(a.turn_id, a.user) or ""
+        assert (WORDING in said) == (a.turn_id in stale_ids) == (WORDING in line), a
+
+
 def test_the_thumbs_down_value_is_the_one_the_report_counts():
     assert DOWN_VOTES == {FEEDBACK_VALUES[ACTION_FEEDBACK_DOWN]}
 

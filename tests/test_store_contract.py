@@ -583,3 +583,28 @@ def test_an_elasticsearch_index_written_before_links_is_read_and_copied_forward(
     assert reader.iter_chunks() == sorted([*new_chunks, *chunks], key=lambda c: (c.source, c.ordinal))
     store.close()
     reader.close()
+
+
+# -- when a chunk's text last changed (stale citations) -----------------------------------------
+def test_a_chunk_keeps_its_change_time_while_its_text_stays(backend):
+    from search.types import text_hash
+
+    fill(backend.open())
+    first = {v.chunk_id: v for v in backend.open().chunk_versions(["kitchen.md", "release.md"])}
+    edited = make_doc("kitchen.md", [
+        (("Kitchen", "Kettle"), "The kettle sings in B flat. Fill the kettle before nine.", [E1]),
+        (("Kitchen", "Cleaning"), "Descale the kettle on Mondays and wipe the counters.", [E2]),
+        (("Kitchen", "Rota"), "The rota lists who buys milk, coffee and tea each week.", [E2]),
+    ], content="v2")
+    writer = backend.open()
+    writer.open_for(STAMP)
+    writer.replace_document(*edited)
+    writer.commit_ingest()
+    versions = {v.chunk_id: v for v in backend.open().chunk_versions(["kitchen.md", "release.md", "gone.md"])}
+    assert set(versions) == set(chunk_ids(edited)) | set(chunk_ids(RELEASE))
+    kettle, cleaning, rota = (versions[c.chunk_id] for c in edited[1])
+    old_kettle, _, old_rota = (first[c] for c in chunk_ids(KITCHEN))
+    assert (kettle.changed_at, rota.changed_at) == (old_kettle.changed_at, old_rota.changed_at)
+    assert cleaning.changed_at > max(v.changed_at for v in first.values())
+    assert cleaning.text_hash == text_hash(edited[1][1].text) and cleaning.source == "kitchen.md"
+    assert all(versions[c].changed_at == first[c].changed_at for c in chunk_ids(RELEASE))

@@ -16,7 +16,7 @@ from slack_bolt import Respond
 
 from bot.answer.record import LoggedTurn, TurnRecord
 from bot.memory.turnlog import TurnLog
-from bot.owners.stale import stale_of
+from bot.owners.stale import cited, stale_of
 from bot.slack.client import SLACK_ERRORS, slack_failed
 from bot.slack.delivery import Delivery
 from bot.slack.inbound import PUBLIC_SURFACES, SURFACE_COMMAND, Question
@@ -109,7 +109,7 @@ class TurnActions:
 
     def _stale(self, raw: dict) -> list[dict]:
         """The turn's cited passages that changed since; none said when the store cannot tell."""
-        if self.store is None:
+        if self.store is None or not cited(raw):
             return []
         try:
             return stale_of(self.store(), raw)

@@ -36,7 +36,7 @@ from slack_sdk.models.views import View
 from bot.answer.record import LoggedTurn, TurnRecord
 from bot.metrics import HOME_FAILURES
 from bot.owners.stale import WORDING as STALE_WORDING
-from bot.owners.stale import stale_of
+from bot.owners.stale import cited, stale_of
 from bot.slack.client import SLACK_ERRORS, slack_failed
 from bot.slack.inbound import SURFACE_COMMAND, SURFACE_SHORTCUT
 from bot.slack.render import SECTION_TEXT_MAX, SNIPPET_MAX, escape, failed_checks, truncate
@@ -282,6 +282,8 @@ class HomeTab:
     def _stale(self, raw: dict) -> bool:
         """Whether a passage the turn cited has changed since (bot/owners/stale.py); a store
         that cannot be read leaves the line as it was, and the log says why."""
+        if not cited(raw):
+            return False
         try:
             return bool(stale_of(self.runner.answerer().retriever.store, raw))
         except Exception as exc:  # noqa: BLE001 - the line stands without it
