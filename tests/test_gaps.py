@@ -131,8 +131,10 @@ def embedded_month(tmp_path_factory, embedder):
 
 def test_paraphrase_groups_are_one_topic_each_above_strays(embedded_month, embedder):
     _root, _folder, store, asked = embedded_month
-    report = build_report(store, store, embedder.encode_texts, period=MONTH, now=END)
+    assert all(store.get_turn(a.turn_id)["question_vector"] for a in asked)  # recorded when searched
+    report = build_report(store, store, embedder.encode_texts, period=MONTH, now=END, dims=embedder.stamp.dims)
     _check_topics(report, asked)
+    _check_topics(build_report(store, store, embedder.encode_texts, period=MONTH, now=END), asked)  # encoded anew
     as_json = contract(report)
     assert set(as_json) == {"topics", "stale"}
     assert set(as_json["topics"][0]) == {"size", "askers", "channels", "questions", "nearest", "change"}
@@ -268,7 +270,8 @@ def test_elasticsearch_and_redis_report_and_mark_stale(tmp_path, embedder, es_ur
         listed = list(turnlog.turns_since(START.isoformat()))
         assert [r["turn_id"] for r in listed] == [a.turn_id for a in asked]  # oldest first
         assert client.ttl(f"{redis_prefix}turns:by_time") > 0
-        report = build_report(turnlog, store, embedder.encode_texts, period=MONTH, now=END)
+        report = build_report(turnlog, store, embedder.encode_texts, period=MONTH, now=END,
+                              dims=embedder.stamp.dims)
         _check_topics(report, asked)
         before = {c.chunk_id: c.text for c in store.iter_chunks()}
         edited = _edit_cited(store, turnlog, asked, folder, documents=1)

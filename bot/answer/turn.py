@@ -18,7 +18,7 @@ from bot.answer.compose import Composer, Composition, streams
 from bot.answer.condense import condense
 from bot.answer.gate import Gate
 from bot.answer.passages import Passage, select_passages, with_windows
-from bot.answer.record import TurnRecord, error_text, failure_text, new_turn_id
+from bot.answer.record import TurnRecord, error_text, failure_text, new_turn_id, pack_vector
 from bot.answer.release import SentenceRelease, Sink
 from bot.memory.redis import RedisUnavailable
 from bot.memory.state import ConversationState, PriorTurn
@@ -120,6 +120,8 @@ class Answerer:
             for h in retrieval.hits
         ]
         record.support = asdict(retrieval.support)
+        if retrieval.query_vector is not None:
+            record.question_vector = pack_vector(retrieval.query_vector)
         record.expansions = [{"found": e.found, "expands_to": e.expands_to} for e in retrieval.expansions]
         record.corrections = retrieval.corrections
         record.addresses = retrieval.addresses

@@ -56,7 +56,7 @@ def gaps(obj: Any, period, channels: tuple[str, ...], as_json: bool, with_users:
     report = build_report(
         c.turnlog, store, c.embedder.encode_texts, period=period, channels=channels,
         scope_of=(lambda ch: scopes.for_channel(ch).scope) if channels else (lambda _c: None),
-        with_users=with_users)
+        with_users=with_users, dims=store.stamp().dims if store.stamp() else None)
     if as_json:
         click.echo(json.dumps(contract(report), ensure_ascii=False))
     else:

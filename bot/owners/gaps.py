@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from bot.answer.record import unpack_vector
 from bot.owners.cluster import THRESHOLD, cluster
 from bot.owners.outcome import outcome_of
 from bot.owners.stale import stale_citations
@@ -109,10 +110,26 @@ def _examples(members: Sequence[_Flagged], vectors: dict[str, np.ndarray], with_
     return out
 
 
+def _vectors(flagged: Sequence[_Flagged], distinct: Sequence[str], encode: Encode,
+             dims: int | None) -> dict[str, np.ndarray]:
+    """Each distinct question's vector: the one its turn recorded when searched (of the
+    encoder's width `dims`), else encoded now (turns from before it was recorded)."""
+    out: dict[str, np.ndarray] = {}
+    if dims:
+        for f in flagged:
+            key = _norm(f.record["question"])
+            if key not in out and (v := unpack_vector(f.record.get("question_vector"), dims)) is not None:
+                out[key] = v
+    missing = [q for q in distinct if q not in out]
+    if missing:
+        out.update(zip(missing, np.asarray(encode(missing), np.float32), strict=True))
+    return out
+
+
 def build_report(turnlog: Any, store: Store, encode: Encode, *, period: timedelta,
                  channels: Sequence[str] = (), scope_of: ScopeOf = lambda _c: None,
                  with_users: bool = False, now: datetime | None = None,
-                 threshold: float = THRESHOLD) -> dict[str, Any]:
+                 threshold: float = THRESHOLD, dims: int | None = None) -> dict[str, Any]:
     """The report: the JSON contract's fields (contract() keeps only those), the period and
     each topic's turn ids ("_turn_ids")."""
     now = now or datetime.now(UTC)
@@ -122,8 +139,8 @@ def build_report(turnlog: Any, store: Store, encode: Encode, *, period: timedelt
     flagged = [_Flagged(r, o, str(r.get("created_at") or "") >= since.isoformat())
                for r in records if r.get("question") and (o := outcome_of(r))]
     distinct = sorted({_norm(f.record["question"]) for f in flagged})
-    matrix = np.asarray(encode(distinct), np.float32) if distinct else np.zeros((0, 1), np.float32)
-    vectors = dict(zip(distinct, matrix, strict=True))
+    vectors = _vectors(flagged, distinct, encode, dims)
+    matrix = np.stack([vectors[q] for q in distinct]) if distinct else np.zeros((0, 1), np.float32)
     labels = dict(zip(distinct, cluster(matrix, threshold).tolist(), strict=True))
     by_topic: dict[int, list[_Flagged]] = {}
     for f in flagged:
