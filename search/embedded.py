@@ -392,15 +392,15 @@ class EmbeddedStore(LexicalReads):
     def turns_since(self, since_iso: str) -> Iterator[dict]:
         """Turns created at or after `since_iso`, oldest first (the index on created_at)."""
         rows = self._db.execute(
-            "SELECT turn_id, record FROM turns WHERE created_at >= ? ORDER BY created_at, turn_id",
-            (since_iso,)).fetchall()
+            "SELECT turn_id, created_at, record FROM turns WHERE created_at >= ?"
+            " ORDER BY created_at, turn_id", (since_iso,)).fetchall()
         feedback: dict[str, list[dict]] = {}
         for turn_id, at, user, value in self._db.execute(
                 "SELECT f.turn_id, f.at, f.user, f.value FROM feedback f JOIN turns t"
                 " ON t.turn_id = f.turn_id WHERE t.created_at >= ? ORDER BY f.rowid", (since_iso,)):
             feedback.setdefault(turn_id, []).append({"at": at, "user": user, "value": value})
-        for turn_id, raw in rows:
-            record = json.loads(raw)
+        for turn_id, created_at, raw in rows:
+            record = {**json.loads(raw), "turn_id": turn_id, "created_at": created_at}
             record["feedback"] = feedback.get(turn_id, [])
             yield record
 
