@@ -159,7 +159,7 @@ def write_pending_stems(db: sqlite3.Connection, lock: threading.RLock) -> None:
 
 
 @migration
-def m007_chunk_changes(db: sqlite3.Connection) -> None:
+def m008_chunk_changes(db: sqlite3.Connection) -> None:
     """When a chunk's text last changed, and its text's hash (search.types.text_hash), so a
     turn's citations can be checked against the collection (stale citations); turns by
     time (turns_since). Chunks stored before have no `changed_at` (unknown); their hash is

@@ -622,7 +622,7 @@ def test_an_embedded_store_from_before_change_times_gets_hashes_and_unknown_time
     db = sqlite3.connect(path / embedded.DB_NAME, isolation_level=None)
     db.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY)")
     for name, step in embedded_migrations._MIGRATIONS:
-        if name >= "m007":
+        if name == "m008_chunk_changes":
             break
         step(db)
         db.execute("INSERT INTO _migrations VALUES (?)", (name,))
