@@ -1,4 +1,4 @@
-"""The `citebot` command line: ingest, sync, chunks, search, ask, chat, eval, turns, serve.
+"""The `citebot` command line: ingest, sync, chunks, search, ask, chat, eval, turns, gaps, serve.
 
 Settings come from the environment (CITEBOT_ prefix) and .env, read once here; the
 components are built from them and handed on. Errors exit non-zero with the message.
@@ -321,9 +321,13 @@ def turns() -> None:
 @click.pass_obj
 def turns_show(obj: _Context, turn_id: str) -> None:
     """One logged turn, whole."""
+    from bot.owners.stale import stale_of
+
     record = obj.components.turnlog.get_turn(turn_id)
     if record is None:
         raise click.ClickException(f"no turn {turn_id} in the turn log")
+    # The cited passages that changed or vanished since (bot/owners/stale.py).
+    record["stale"] = stale_of(obj.components.store, record)
     _emit(record) if not sys.stdout.isatty() else click.echo(json.dumps(record, indent=2, ensure_ascii=False))
 
 
@@ -376,6 +380,15 @@ def serve(obj: _Context, port: int, socket: bool, sync_every: str | None) -> Non
 
 
 cli.add_command(sync_command)
+
+
+def _add_owner_commands() -> None:
+    from bot.owners.command import gaps
+
+    cli.add_command(gaps)
+
+
+_add_owner_commands()
 
 
 def main() -> None:

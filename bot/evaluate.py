@@ -16,7 +16,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -267,6 +267,10 @@ class MemoryTurnLog:
         for t in doomed[:limit]:
             del self.turns[t["turn_id"]]
         return [{k: t.get(k) for k in ("user", "channel", "thread")} for t in doomed[:limit]]
+
+    def turns_since(self, since_iso: str) -> Iterator[dict]:
+        held = sorted(self.turns.values(), key=lambda r: r["created_at"])
+        return iter([{**r, "feedback": []} for r in held if r["created_at"] >= since_iso])
 
 
 def answered(item: Item, record: TurnRecord, chunk_text: dict[str, str]) -> Answered:

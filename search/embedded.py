@@ -35,7 +35,15 @@ from search.embedded_lexical import LexicalReads
 from search.embedded_migrations import migrate, write_pending_stems, write_stems
 from search.errors import DimensionError, IngestLockedError, ModelMismatchError, StoreError
 from search.scope import Scope, limiting
-from search.types import Chunk, DocumentRecord, ModelStamp, Window, WindowScore
+from search.types import (
+    Chunk,
+    ChunkVersion,
+    DocumentRecord,
+    ModelStamp,
+    Window,
+    WindowScore,
+    text_hash,
+)
 
 DB_NAME = "citebot.sqlite3"
 LOCK_NAME = "ingest.lock"
@@ -105,8 +113,12 @@ class EmbeddedStore(LexicalReads):
             raise StoreError("the store has no model stamp; call open_for(stamp) before writing")
         stamp.check_widths(windows)
         with self._lock:
+            now = datetime.now(UTC).isoformat()
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                # A chunk whose text this document already held keeps the time it last changed.
+                kept = dict(self._db.execute(
+                    "SELECT text_hash, changed_at FROM chunks WHERE source = ?", (doc.source,)).fetchall())
                 self._delete_source(doc.source)
                 self._drop_stats()
                 self._db.execute(
@@ -117,13 +129,13 @@ class EmbeddedStore(LexicalReads):
                 for c in chunks:
                     cur = self._db.execute(
                         "INSERT INTO chunks (chunk_id, doc_id, source, ordinal, heading_path,"
-                        " page, text, tokens, overlap_prev, overlap_next, superseded, url, anchor)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " page, text, tokens, overlap_prev, overlap_next, superseded, url, anchor,"
+                        " text_hash, changed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             c.chunk_id, c.doc_id, c.source, c.ordinal,
                             json.dumps(list(c.heading_path), ensure_ascii=False), c.page, c.text,
                             c.tokens, c.overlap_prev, c.overlap_next, int(c.superseded),
-                            c.url, c.anchor,
+                            c.url, c.anchor, (h := text_hash(c.text)), kept.get(h, now),
                         ),
                     )
                     rowid = int(cur.lastrowid or 0)
@@ -247,6 +259,18 @@ class EmbeddedStore(LexicalReads):
         ).fetchall()
         by_ord = {r[5]: self._chunk(r) for r in rows}
         return by_ord.get(chunk.ordinal - 1), by_ord.get(chunk.ordinal + 1)
+
+    def chunk_versions(self, sources: Sequence[str]) -> list[ChunkVersion]:
+        out: list[ChunkVersion] = []
+        wanted = sorted(set(sources))
+        for start in range(0, len(wanted), 500):  # SQLite's bound on host parameters
+            part = wanted[start:start + 500]
+            # A chunk an older citebot wrote after the upgrade has no hash: computed here.
+            out.extend(ChunkVersion(cid, src, h or text_hash(text or ""), at) for cid, src, h, at, text in self._db.execute(
+                "SELECT chunk_id, source, text_hash, changed_at,"
+                " CASE WHEN text_hash IS NULL THEN text END FROM chunks"
+                f" WHERE source IN ({','.join('?' * len(part))})", part))
+        return out
 
     def chunk_count(self, *, scope: Scope | None = None) -> int:
         scope = limiting(scope)
@@ -394,6 +418,21 @@ class EmbeddedStore(LexicalReads):
             record = json.loads(raw)
             gone.append({k: record.get(k) for k in ("user", "channel", "thread")})
         return gone
+
+    def turns_since(self, since_iso: str) -> Iterator[dict]:
+        """Turns created at or after `since_iso`, oldest first (the index on created_at)."""
+        rows = self._db.execute(
+            "SELECT turn_id, created_at, record FROM turns WHERE created_at >= ?"
+            " ORDER BY created_at, turn_id", (since_iso,)).fetchall()
+        feedback: dict[str, list[dict]] = {}
+        for turn_id, at, user, value in self._db.execute(
+                "SELECT f.turn_id, f.at, f.user, f.value FROM feedback f JOIN turns t"
+                " ON t.turn_id = f.turn_id WHERE t.created_at >= ? ORDER BY f.rowid", (since_iso,)):
+            feedback.setdefault(turn_id, []).append({"at": at, "user": user, "value": value})
+        for turn_id, created_at, raw in rows:
+            record = {**json.loads(raw), "turn_id": turn_id, "created_at": created_at}
+            record["feedback"] = feedback.get(turn_id, [])
+            yield record
 
     # -- collection statistics ------------------------------------------------------------
     def read_stat(self, key: str) -> dict | None:

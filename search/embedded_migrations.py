@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from search.text import stems
+from search.types import text_hash
 
 log = logging.getLogger("citebot.search")
 
@@ -161,3 +162,15 @@ def write_pending_stems(db: sqlite3.Connection, lock: threading.RLock) -> None:
             db.execute("ROLLBACK")
             raise
     log.info("wrote the stems of %d chunks stored by an older citebot", len(rows))
+
+
+@migration
+def m008_chunk_changes(db: sqlite3.Connection) -> None:
+    """When a chunk's text last changed, and its text's hash (search.types.text_hash), so a
+    turn's citations can be checked against the collection (stale citations). Chunks stored before have no `changed_at` (unknown); their hash is
+    computed here from the stored text. (Turns by time use m007's index.)"""
+    db.execute("ALTER TABLE chunks ADD COLUMN text_hash TEXT")
+    db.execute("ALTER TABLE chunks ADD COLUMN changed_at TEXT")
+    db.execute("CREATE INDEX chunks_by_source ON chunks(source)")
+    rows = db.execute("SELECT id, text FROM chunks").fetchall()
+    db.executemany("UPDATE chunks SET text_hash = ? WHERE id = ?", [(text_hash(t), i) for i, t in rows])

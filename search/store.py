@@ -12,7 +12,15 @@ from typing import Protocol
 import numpy as np
 
 from search.scope import Scope
-from search.types import Chunk, DocumentRecord, LexicalQuery, ModelStamp, Window, WindowScore
+from search.types import (
+    Chunk,
+    ChunkVersion,
+    DocumentRecord,
+    LexicalQuery,
+    ModelStamp,
+    Window,
+    WindowScore,
+)
 
 
 class Store(Protocol):
@@ -54,6 +62,11 @@ class Store(Protocol):
 
     def neighbours(self, chunk: Chunk) -> tuple[Chunk | None, Chunk | None]:
         """The previous and next chunk of the same document."""
+
+    def chunk_versions(self, sources: Sequence[str]) -> list[ChunkVersion]:
+        """Every chunk of these sources with its text hash and when its text last changed:
+        an ingest keeps a chunk's `changed_at` while its document holds the same text, and
+        sets it to the time of writing when the text is new or different."""
 
     def dense(self, vector: np.ndarray, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
         """Top-k chunk ids by cosine similarity; a chunk scores by its best window."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -147,3 +148,20 @@ class Hit:
     dense_score: float | None = None
     lexical_score: float | None = None
     reasons: list[str] = field(default_factory=list)
+
+
+def text_hash(text: str) -> str:
+    """The hash of a passage's text that a turn records and a store keeps beside the chunk,
+    so a citation can be checked against the collection later (bot/owners/stale.py)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class ChunkVersion:
+    """A stored chunk's identity and age: its text's hash and when an ingest last wrote a
+    different text for it (None: stored by a citebot that did not record it)."""
+
+    chunk_id: str
+    source: str
+    text_hash: str
+    changed_at: str | None

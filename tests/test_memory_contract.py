@@ -170,6 +170,21 @@ def test_a_turn_round_trips_with_its_feedback(backend, request):
 
 
 @pytest.mark.redis
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_turns_since_lists_the_turns_from_a_time_oldest_first(backend, request):
+    log = make("turnlog", backend, request)
+    times = ["2025-01-03T10:00:00+00:00", "2025-01-01T10:00:00+00:00", "2025-01-02T10:00:00.500000+00:00",
+             "2025-01-02T10:00:00+00:00"]
+    for n, at in enumerate(times):
+        log.put_turn(f"t-since{n}", at, {"question": f"q{n}", "created_at": at})
+    log.add_feedback("t-since0", "2025-01-03T11:00:00+00:00", "UBOB", "not_helpful")
+    got = list(log.turns_since("2025-01-02T10:00:00+00:00"))
+    assert [r["turn_id"] for r in got] == ["t-since3", "t-since2", "t-since0"]
+    assert got[-1]["feedback"] == [{"at": "2025-01-03T11:00:00+00:00", "user": "UBOB", "value": "not_helpful"}]
+    assert got[0]["feedback"] == [] and list(log.turns_since("2025-02-01T00:00:00+00:00")) == []
+
+
+@pytest.mark.redis
 def test_redis_keys_are_prefixed_and_expire(client, redis_prefix):
     RedisDeduper(client, redis_prefix, ttl_s=60).claim("event:Ev1")
     log = RedisTurnLog(client, prefix=redis_prefix)

@@ -619,3 +619,67 @@ def test_an_elasticsearch_index_written_before_links_is_read_and_copied_forward(
     assert reader.iter_chunks() == sorted([*new_chunks, *chunks], key=lambda c: (c.source, c.ordinal))
     store.close()
     reader.close()
+
+
+# -- when a chunk's text last changed (stale citations) -----------------------------------------
+def test_a_chunk_keeps_its_change_time_while_its_text_stays(backend):
+    from search.types import text_hash
+
+    fill(backend.open())
+    first = {v.chunk_id: v for v in backend.open().chunk_versions(["kitchen.md", "release.md"])}
+    edited = make_doc("kitchen.md", [
+        (("Kitchen", "Kettle"), "The kettle sings in B flat. Fill the kettle before nine.", [E1]),
+        (("Kitchen", "Cleaning"), "Descale the kettle on Mondays and wipe the counters.", [E2]),
+        (("Kitchen", "Rota"), "The rota lists who buys milk, coffee and tea each week.", [E2]),
+    ], content="v2")
+    writer = backend.open()
+    writer.open_for(STAMP)
+    writer.replace_document(*edited)
+    writer.commit_ingest()
+    versions = {v.chunk_id: v for v in backend.open().chunk_versions(["kitchen.md", "release.md", "gone.md"])}
+    assert set(versions) == set(chunk_ids(edited)) | set(chunk_ids(RELEASE))
+    kettle, cleaning, rota = (versions[c.chunk_id] for c in edited[1])
+    old_kettle, _, old_rota = (first[c] for c in chunk_ids(KITCHEN))
+    assert (kettle.changed_at, rota.changed_at) == (old_kettle.changed_at, old_rota.changed_at)
+    assert cleaning.changed_at > max(v.changed_at for v in first.values())
+    assert cleaning.text_hash == text_hash(edited[1][1].text) and cleaning.source == "kitchen.md"
+    assert all(versions[c].changed_at == first[c].changed_at for c in chunk_ids(RELEASE))
+
+
+def test_an_embedded_store_from_before_change_times_gets_hashes_and_unknown_times(tmp_path):
+    import json
+    import sqlite3
+
+    from search import embedded, embedded_migrations
+    from search.types import text_hash
+
+    path = tmp_path / "old"
+    path.mkdir()
+    db = sqlite3.connect(path / embedded.DB_NAME, isolation_level=None)
+    db.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY)")
+    for name, step in embedded_migrations._MIGRATIONS:
+        if name == "m008_chunk_changes":
+            break
+        step(db)
+        db.execute("INSERT INTO _migrations VALUES (?)", (name,))
+    doc, chunks, _windows = KITCHEN
+    db.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?)",
+               (doc.doc_id, doc.source, doc.content_hash, doc.title, doc.format))
+    for c in chunks:
+        db.execute("INSERT INTO chunks (chunk_id, doc_id, source, ordinal, heading_path, page, text,"
+                   " tokens, overlap_prev, overlap_next) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (c.chunk_id, c.doc_id, c.source, c.ordinal, json.dumps(list(c.heading_path)),
+                    c.page, c.text, c.tokens, 0, 0))
+    db.execute("INSERT INTO turns VALUES ('t-old', '2025-01-01T00:00:00+00:00', '{\"question\": \"q\"}')")
+    db.close()
+
+    store = EmbeddedStore(path)
+    versions = store.chunk_versions(["kitchen.md"])
+    assert sorted((v.chunk_id, v.text_hash, v.changed_at) for v in versions) == sorted(
+        (c.chunk_id, text_hash(c.text), None) for c in chunks)
+    # a chunk an older citebot writes after the upgrade has no hash: computed when read
+    store._db.execute("UPDATE chunks SET text_hash = NULL WHERE chunk_id = ?", (chunks[0].chunk_id,))
+    assert {v.chunk_id: v.text_hash for v in store.chunk_versions(["kitchen.md"])}[chunks[0].chunk_id] == text_hash(
+        chunks[0].text)
+    assert [r["turn_id"] for r in store.turns_since("2024-12-31T00:00:00+00:00")] == ["t-old"]
+    store.close()

@@ -7,9 +7,12 @@ pipeline, the Slack adapter before the pipeline could start), is answered with
 
 from __future__ import annotations
 
+import base64
 import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+import numpy as np
 
 from search.errors import CitebotError
 
@@ -23,6 +26,24 @@ def failure_text(exc: BaseException, turn_id: str) -> str:
     if isinstance(exc, CitebotError):
         return f"Sorry — I could not answer this: {exc} (turn {turn_id})"
     return f"Sorry — something went wrong while answering (turn {turn_id})."
+
+
+def pack_vector(vector: np.ndarray) -> str:
+    """A unit vector as base64 of its float16 values (768 bytes for 384 dimensions)."""
+    return base64.b64encode(np.asarray(vector, np.float16).tobytes()).decode("ascii")
+
+
+def unpack_vector(text: object, dims: int) -> np.ndarray | None:
+    """The vector pack_vector wrote, or None when there is none of this width."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:
+        return None
+    if len(raw) != 2 * dims:
+        return None
+    return np.frombuffer(raw, np.float16).astype(np.float32)
 
 
 def error_text(exc: BaseException) -> str:
@@ -70,6 +91,8 @@ class TurnRecord:
     timings_ms: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     error: str | None = None
+    # The searched question's vector (pack_vector), so the gaps report need not encode it again.
+    question_vector: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

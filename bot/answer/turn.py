@@ -18,7 +18,7 @@ from bot.answer.compose import Composer, Composition, streams
 from bot.answer.condense import condense
 from bot.answer.gate import CLOSEST, CLOSEST_LABEL, REFUSED, Gate, Verdict
 from bot.answer.passages import Passage, select_passages, with_windows
-from bot.answer.record import TurnRecord, error_text, failure_text, new_turn_id
+from bot.answer.record import TurnRecord, error_text, failure_text, new_turn_id, pack_vector
 from bot.answer.release import SentenceRelease, Sink
 from bot.memory.redis import RedisUnavailable
 from bot.memory.state import ConversationState, PriorTurn
@@ -29,7 +29,7 @@ from search.errors import CitebotError, SearchBackendError, StoreError
 from search.retrieve import Retrieval, Retriever
 from search.scope import Scope
 from search.text import content_words, words
-from search.types import Chunk
+from search.types import Chunk, text_hash
 
 log = structlog.get_logger("citebot.turn")
 
@@ -120,6 +120,8 @@ class Answerer:
             for h in retrieval.hits
         ]
         record.support = asdict(retrieval.support)
+        if retrieval.query_vector is not None:
+            record.question_vector = pack_vector(retrieval.query_vector)
         record.expansions = [{"found": e.found, "expands_to": e.expands_to} for e in retrieval.expansions]
         record.corrections = retrieval.corrections
         record.addresses = retrieval.addresses
@@ -142,7 +144,8 @@ class Answerer:
         record.passages = [
             {"number": p.number, "chunk_id": p.chunk.chunk_id, "source": p.chunk.source,
              "heading_path": list(p.chunk.heading_path), "page": p.chunk.page,
-             "chars": len(p.text), "superseded": p.chunk.superseded, "url": self._link(p.chunk)}
+             "chars": len(p.text), "superseded": p.chunk.superseded, "url": self._link(p.chunk),
+             "text_hash": text_hash(p.chunk.text)}  # to tell later whether it changed (bot/owners/stale.py)
             for p in passages
         ]
         glossary = self.retriever.glossary

@@ -6,12 +6,18 @@ without Redis) and RedisTurnLog here (shared by every replica). In Redis a turn 
 JSON document (`prefix turn:ID`) and its feedback a list beside it (`prefix feedback:ID`);
 `get_turn` returns the record with its "feedback" list, the same shape in both, so
 `citebot turns show` reads either.
+
+`turns_since` lists the turns created at or after a time, oldest first (the owners' gaps
+report, bot/owners/gaps.py). In Redis a sorted set (`prefix turns:by_time`, scored by the
+creation time in epoch seconds) indexes the turn ids; put_turn adds to it, trims entries
+older than the turns' TTL and gives the index the same TTL, so it never outlives them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Protocol
 
 import redis
@@ -22,6 +28,19 @@ from bot.memory.redis import redis_errors
 TURN_TTL_S = 90 * 24 * 3600
 # Keys read per round trip while a purge scans the log.
 PURGE_BATCH = 500
+# Turns read per Redis round trip by turns_since.
+SINCE_BATCH = 500
+
+
+def epoch_of(iso: str) -> float:
+    """Seconds since the epoch of an ISO 8601 time (a time without a zone is read as UTC)."""
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        raise ValueError(f"not an ISO 8601 time: {iso!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 class TurnLog(Protocol):
@@ -39,6 +58,9 @@ class TurnLog(Protocol):
         """Delete turns created before `before` or asked by one of `users`
         (bot.memory.retention.Purgeable)."""
 
+    def turns_since(self, since_iso: str) -> Iterator[dict]:
+        """Every turn created at or after `since_iso`, oldest first, each with its "feedback"."""
+
 
 class RedisTurnLog:
     """put_turn / get_turn / add_feedback against Redis, with a TTL on every key."""
@@ -54,12 +76,23 @@ class RedisTurnLog:
     def _feedback_key(self, turn_id: str) -> str:
         return f"{self.prefix}feedback:{turn_id}"
 
+    @property
+    def _index_key(self) -> str:
+        return f"{self.prefix}turns:by_time"
+
     def put_turn(self, turn_id: str, created_at: str, record: dict) -> None:
         document = {**record, "turn_id": turn_id, "created_at": created_at}
         document.pop("feedback", None)  # feedback lives beside the record, never inside it
         payload = json.dumps(document, ensure_ascii=False, default=str)
+        at = epoch_of(created_at)
         with redis_errors(f"write turn {turn_id}"):
-            self.client.set(self._turn_key(turn_id), payload.encode("utf-8"), ex=self.ttl_s)
+            pipe = self.client.pipeline()
+            pipe.set(self._turn_key(turn_id), payload.encode("utf-8"), ex=self.ttl_s)
+            pipe.zadd(self._index_key, {turn_id: at})
+            # The index keeps the turns' TTL: entries older than it name expired turns.
+            pipe.zremrangebyscore(self._index_key, "-inf", f"({at - self.ttl_s}")
+            pipe.expire(self._index_key, self.ttl_s)
+            pipe.execute()
 
     def get_turn(self, turn_id: str) -> dict | None:
         with redis_errors(f"read turn {turn_id}"):
@@ -105,6 +138,7 @@ class RedisTurnLog:
     def _purge_batch(self, keys: list[bytes], before: str | None, users: set[str]) -> list[dict]:
         gone: list[dict] = []
         doomed: list[bytes | str] = []
+        ids: list[str] = []
         for key, raw in zip(keys, self.client.mget(keys), strict=True):
             if raw is None:
                 continue
@@ -113,6 +147,35 @@ class RedisTurnLog:
             if old or record.get("user") in users:
                 gone.append({k: record.get(k) for k in ("user", "channel", "thread")})
                 doomed += [key, self._feedback_key(str(record.get("turn_id")))]
+                ids.append(str(record.get("turn_id")))
         if doomed:
             self.client.delete(*doomed)
+            self.client.zrem(self._index_key, *ids)
         return gone
+
+    def turns_since(self, since_iso: str) -> Iterator[dict]:
+        ids = [i.decode() if isinstance(i, bytes) else str(i) for i in self._since_ids(epoch_of(since_iso))]
+        for start in range(0, len(ids), SINCE_BATCH):
+            batch = ids[start:start + SINCE_BATCH]
+            with redis_errors("read the turns since " + since_iso):
+                pipe = self.client.pipeline()
+                for turn_id in batch:
+                    pipe.get(self._turn_key(turn_id))
+                    pipe.lrange(self._feedback_key(turn_id), 0, -1)
+                replies = pipe.execute()
+            gone = []
+            for n, turn_id in enumerate(batch):
+                raw, feedback = replies[2 * n], replies[2 * n + 1]
+                if raw is None:  # expired (a turn's key outlives no index entry by much)
+                    gone.append(turn_id)
+                    continue
+                record = json.loads(raw)
+                record["feedback"] = [json.loads(f) for f in feedback]
+                yield record
+            if gone:
+                with redis_errors("trim the turn index"):
+                    self.client.zrem(self._index_key, *gone)
+
+    def _since_ids(self, since: float) -> list:
+        with redis_errors("list the turns by time"):
+            return list(self.client.zrangebyscore(self._index_key, since, "+inf"))

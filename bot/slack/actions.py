@@ -16,6 +16,7 @@ from slack_bolt import Respond
 
 from bot.answer.record import LoggedTurn, TurnRecord
 from bot.memory.turnlog import TurnLog
+from bot.owners.stale import cited, stale_of
 from bot.slack.client import SLACK_ERRORS, slack_failed
 from bot.slack.delivery import Delivery
 from bot.slack.inbound import PUBLIC_SURFACES, SURFACE_COMMAND, Question
@@ -29,6 +30,7 @@ from bot.slack.render import (
 )
 from bot.slack.scopes import ChannelPolicy, uncovered
 from bot.slack.shortcut import shortcut_thread
+from search.store import Store
 
 log = structlog.get_logger("citebot.slack")
 
@@ -64,7 +66,9 @@ def answer_sources(record: TurnRecord) -> list[str | None]:
 
 class TurnActions:
     def __init__(self, delivery: Delivery, turnlog: TurnLog, command: str,
-                 policy: Callable[[str, str | None], ChannelPolicy]) -> None:
+                 policy: Callable[[str, str | None], ChannelPolicy],
+                 store: Callable[[], Store] | None = None) -> None:
+        self.store = store  # the collection, for stale citations (bot/owners/stale.py)
         self.delivery = delivery
         self.turnlog = turnlog
         self.command = command
@@ -100,8 +104,18 @@ class TurnActions:
                 "see, so I won't explain it here. "
                 f"`{escape(self.command)} why` explains your own last answer."))
             return
-        self.delivery.respond(respond, render_explanation(turn))
+        self.delivery.respond(respond, render_explanation(turn, self._stale(raw)))
         log.info("turn_explained")
+
+    def _stale(self, raw: dict) -> list[dict]:
+        """The turn's cited passages that changed since; none said when the store cannot tell."""
+        if self.store is None or not cited(raw):
+            return []
+        try:
+            return stale_of(self.store(), raw)
+        except Exception as exc:  # noqa: BLE001 - the explanation stands without it; the log says why
+            log.warning("stale_check_failed", error=str(exc))
+            return []
 
     def feedback(self, turn_id: str, user: str | None, value: str, respond: Respond,
                  *, quiet: bool = False) -> None:

@@ -131,7 +131,8 @@ class SlackBot:
         self.delivery = Delivery(client, config.source_url)
         self.streaming = Streaming(client, self.delivery, identity.team_id, config.stream_answers)
         self.recall = ThreadRecall(client, state, identity, recall_memo)
-        self.actions = TurnActions(self.delivery, turnlog, config.slash_command, self.policy)
+        self.actions = TurnActions(self.delivery, turnlog, config.slash_command, self.policy,
+                                   store=lambda: self.runner.answerer().retriever.store)
         self.pool = WorkPool(config.listener_workers, "citebot-listener")
         self.turns = WorkPool(config.turn_workers, "citebot-turn")
         self.runner = TurnRunner(answerer=answerer, turnlog=turnlog, limiter=limiter, recent=recent,

@@ -36,6 +36,8 @@ from slack_sdk.models.views import View
 from bot.answer.gate import CLOSEST
 from bot.answer.record import LoggedTurn, TurnRecord
 from bot.metrics import HOME_FAILURES
+from bot.owners.stale import WORDING as STALE_WORDING
+from bot.owners.stale import cited, stale_of
 from bot.slack.client import SLACK_ERRORS, slack_failed
 from bot.slack.inbound import SURFACE_COMMAND, SURFACE_SHORTCUT
 from bot.slack.render import SECTION_TEXT_MAX, SNIPPET_MAX, escape, failed_checks, truncate
@@ -274,8 +276,20 @@ class HomeTab:
             log.warning("home_turn_not_theirs", listed_turn=turn_id)
             return None
         where = _where(record, self.command)
+        stale = f" · ⚠️ {STALE_WORDING}" if self._stale(raw) else ""
         return (f"`{escape(str(record.turn_id))}` · {_when(record.created_at)} · {where}"
-                f" · {_outcome(record)}\n>{escape(truncate(str(record.question), SNIPPET_MAX))}")
+                f" · {_outcome(record)}{stale}\n>{escape(truncate(str(record.question), SNIPPET_MAX))}")
+
+    def _stale(self, raw: dict) -> bool:
+        """Whether a passage the turn cited has changed since (bot/owners/stale.py); a store
+        that cannot be read leaves the line as it was, and the log says why."""
+        if not cited(raw):
+            return False
+        try:
+            return bool(stale_of(self.runner.answerer().retriever.store, raw))
+        except Exception as exc:  # noqa: BLE001 - the line stands without it
+            log.warning("home_stale_check_failed", error=str(exc))
+            return False
 
 
 def _section(text: str) -> SectionBlock:

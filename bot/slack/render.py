@@ -13,6 +13,7 @@ address (bot.answer.textlinks): the only links are citebot's own sources.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from slack_sdk.models.blocks import (
@@ -32,6 +33,7 @@ from slack_sdk.models.blocks import (
 from bot.answer.gate import CLOSEST
 from bot.answer.record import LoggedTurn, TurnRecord
 from bot.answer.textlinks import visible_links
+from bot.owners.stale import WORDING as STALE_WORDING
 from bot.slack.mrkdwn import escape, pack_lines, passage_line, unescape  # noqa: F401 (unescape: re-exported)
 from bot.slack.split import MARKDOWN_MAX, SECTION_TEXT_MAX, split_markdown, split_text
 
@@ -279,11 +281,15 @@ def _ms(value: object) -> str:
     return f"{float(value):.0f} ms" if isinstance(value, (int, float)) else "?"
 
 
-def render_explanation(turn: LoggedTurn) -> SlackMessage:
-    """Why a turn said what it did: query, support, passages, ranks, checks, feedback."""
+def render_explanation(turn: LoggedTurn, stale: Sequence[dict] = ()) -> SlackMessage:
+    """Why a turn said what it did: query, support, passages, ranks, checks, feedback, and
+    the cited passages that have changed since (`stale`, bot/owners/stale.py)."""
     r = turn.record
     e = escape
     parts: list[str] = [f"*Why turn `{e(r.turn_id)}` said what it did*"]
+    if stale:
+        sources = sorted({str(s.get("source")) for s in stale})
+        parts.append(f"⚠️ *Stale:* {STALE_WORDING} ({e(', '.join(sources))}).")
     who = [f"<@{e(r.user)}>" if r.user else None, f"<#{e(r.channel)}>" if r.channel else None]
     parts.append(
         f"*Question* ({', '.join(w for w in who if w) or r.surface}, {e(r.created_at[:19])}Z): "

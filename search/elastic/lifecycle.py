@@ -30,6 +30,7 @@ from search.elastic.mapping import (
     _chunk_action,
     _document_action,
     _stems_of,
+    _version,
     mapping_for,
 )
 from search.elastic.writer import (
@@ -42,7 +43,7 @@ from search.elastic.writer import (
 )
 from search.errors import ModelMismatchError, StoreError
 from search.text import words
-from search.types import Chunk, DocumentRecord, ModelStamp, Window
+from search.types import Chunk, DocumentRecord, ModelStamp, Window, text_hash
 
 # Standard logging: the command line routes it through its structlog handler; a program
 # that uses the store without configuring logging sees warnings only, on stderr.
@@ -77,6 +78,7 @@ class ElasticLifecycle(ElasticClient):
     _written: dict[str, list[str]]
     _deleted: set[str]
     _writer: _BulkWriter | None
+    _base: str | None  # the index behind the alias when this run's build was created
 
     def _stamp_of(self, index: str, *, upgrading: bool = False) -> ModelStamp:
         """The index's model stamp. An index of an older format that an ingest can upgrade
@@ -131,6 +133,7 @@ class ElasticLifecycle(ElasticClient):
                     index=name, settings={**INDEX_SETTINGS, "number_of_shards": self.shards},
                     mappings=mapping_for(stamp, "building"),
                 )
+            self._base = self._current_index()
             self._build = name
         return self._build
 
@@ -155,14 +158,27 @@ class ElasticLifecycle(ElasticClient):
         by_chunk: dict[str, list[Window]] = {}
         for w in windows:
             by_chunk.setdefault(w.chunk_id, []).append(w)
+        kept = self._changed_at_of(doc.source)
+        now = datetime.now(UTC).isoformat()
         actions = [_document_action(index, doc)] + [
-            _chunk_action(index, c, by_chunk.get(c.chunk_id, [])) for c in chunks
+            _chunk_action(index, c, by_chunk.get(c.chunk_id, []), kept.get(text_hash(c.text), now))
+            for c in chunks
         ]
         if self._writer is None:
             self._writer = _BulkWriter(self._bulk)
         self._writer.send(actions)
         self._written[doc.source] = [a["_id"] for a in actions]
         self._deleted.discard(doc.source)
+
+    def _changed_at_of(self, source: str) -> dict[str, str | None]:
+        """text hash -> changed_at of the document's chunks in the index this run replaces:
+        a chunk whose text the document already held keeps the time it last changed."""
+        if self._base is None:
+            return {}
+        query = {"bool": {"filter": [{"term": {"kind": "chunk"}}, {"term": {"source": source}}]}}
+        fields = ["chunk_id", "source", "text_hash", "changed_at", "text"]
+        return {v.text_hash: v.changed_at
+                for v in map(_version, (h["_source"] for h in self._scan(query, fields, index=self._base)))}
 
     def delete_documents(self, sources: Iterable[str]) -> None:
         sources = list(sources)

@@ -29,13 +29,15 @@ import numpy as np
 
 from search.elastic.query import SIMILARITY
 from search.text import stem, words
-from search.types import Chunk, DocumentRecord, ModelStamp, Window
+from search.types import Chunk, ChunkVersion, DocumentRecord, ModelStamp, Window, text_hash
 
 # Version of the index layout below; an index of another format is refused on open.
 # 2: chunks carry `superseded` (their document says it no longer holds). Fields added
 # since are optional and keep the format, so a citebot of either side reads the other's
 # index (a server not yet upgraded keeps serving): `url` and `anchor` (search/links.py; a
-# chunk without them has no link of its own). An older ingest cannot copy chunks that
+# chunk without them has no link of its own); `text_hash` and `changed_at` (when an
+# ingest last wrote a different text for the chunk; a chunk without them is hashed from
+# its text when read, and its change time is unknown). An older ingest cannot copy chunks that
 # carry them into its strict mapping: after a downgrade, re-ingest into a new CITEBOT_INDEX.
 # 3: `vocab` indexed (document frequencies and spelling candidates read Lucene's term
 # dictionary), BM25 with FTS5's k1 and b as the default similarity, no stored token
@@ -93,7 +95,7 @@ def mapping_for(stamp: ModelStamp, state: str) -> dict[str, Any]:
             "text": {"type": "text", "index": False},
             "tokens": number, "overlap_prev": number, "overlap_next": number,
             "superseded": {"type": "boolean", "index": False},
-            "url": stored, "anchor": stored,
+            "url": stored, "anchor": stored, "text_hash": stored, "changed_at": stored,
             "words": words_field, "heading": words_field,
             "stems": words_field, "heading_stems": words_field,
             "vocab": {"type": "keyword", "ignore_above": MAX_TOKEN_CHARS},
@@ -128,7 +130,8 @@ def _stems_of(text_words: Sequence[str], heading_words: Sequence[str]) -> dict[s
             "heading_stems": " ".join(map(stem, heading_words))}
 
 
-def _chunk_action(index: str, c: Chunk, windows: Sequence[Window]) -> dict[str, Any]:
+def _chunk_action(index: str, c: Chunk, windows: Sequence[Window],
+                  changed_at: str | None = None) -> dict[str, Any]:
     text_words = words(c.text)
     heading_words = words(" ".join(c.heading_path))
     return {
@@ -139,6 +142,7 @@ def _chunk_action(index: str, c: Chunk, windows: Sequence[Window]) -> dict[str, 
             "text": c.text, "tokens": c.tokens, "overlap_prev": c.overlap_prev,
             "overlap_next": c.overlap_next, "superseded": c.superseded,
             "url": c.url, "anchor": c.anchor,
+            "text_hash": text_hash(c.text), "changed_at": changed_at,
             "words": " ".join(text_words), "heading": " ".join(heading_words),
             **_stems_of(text_words, heading_words),
             "vocab": sorted(set(text_words) | set(heading_words)),
@@ -160,3 +164,9 @@ def _chunk(src: dict[str, Any]) -> Chunk:
         superseded=bool(src.get("superseded", False)),
         url=src.get("url"), anchor=src.get("anchor"),
     )
+
+
+def _version(src: dict[str, Any]) -> ChunkVersion:
+    """A chunk's version from its _source (`text` read only when it has no `text_hash`)."""
+    return ChunkVersion(src["chunk_id"], src["source"],
+                        src.get("text_hash") or text_hash(src.get("text") or ""), src.get("changed_at"))

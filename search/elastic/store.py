@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from elasticsearch import Elasticsearch, NotFoundError
 
 from search.elastic.lifecycle import ElasticLifecycle
-from search.elastic.mapping import _CHUNK_FIELDS, DEFAULT_SHARDS, _chunk
+from search.elastic.mapping import _CHUNK_FIELDS, DEFAULT_SHARDS, _chunk, _version
 from search.elastic.query import ElasticQueries, _chunks
 from search.elastic.writer import _BulkWriter
 from search.errors import StoreError
 from search.scope import Scope
-from search.types import Chunk, ModelStamp
+from search.types import Chunk, ChunkVersion, ModelStamp
 
 
 class ElasticStore(ElasticLifecycle, ElasticQueries):
@@ -44,6 +44,7 @@ class ElasticStore(ElasticLifecycle, ElasticQueries):
         self._written: dict[str, list[str]] = {}  # source -> _ids written to the build
         self._deleted: set[str] = set()
         self._writer: _BulkWriter | None = None
+        self._base: str | None = None
 
     # -- reads of whole chunks ------------------------------------------------------------
     def iter_chunks(self) -> list[Chunk]:
@@ -76,6 +77,17 @@ class ElasticStore(ElasticLifecycle, ElasticQueries):
         )
         by_ord = {h["_source"]["ordinal"]: _chunk(h["_source"]) for h in res["hits"]["hits"]}
         return by_ord.get(chunk.ordinal - 1), by_ord.get(chunk.ordinal + 1)
+
+    def chunk_versions(self, sources: Sequence[str]) -> list[ChunkVersion]:
+        wanted = sorted(set(sources))
+        if not wanted:
+            return []
+        query = {"bool": {"filter": [{"term": {"kind": "chunk"}}, {"terms": {"source": wanted}}]}}
+        hits = list(self._scan(query, ["chunk_id", "source", "text_hash", "changed_at"]))
+        # A chunk an older citebot wrote has no hash: its text is read to compute it.
+        bare = [h["_source"]["chunk_id"] for h in hits if not h["_source"].get("text_hash")]
+        texts = {c.chunk_id: c.text for n in range(0, len(bare), 1000) for c in self.get_chunks(bare[n:n + 1000])}
+        return [_version({**h["_source"], "text": texts.get(h["_source"]["chunk_id"], "")}) for h in hits]
 
     def chunk_count(self, *, scope: Scope | None = None) -> int:
         with self._calls("counting chunks"):
