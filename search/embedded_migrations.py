@@ -125,6 +125,7 @@ def m007_turns_by_time(db: sqlite3.Connection) -> None:
     """Retention deletes the oldest turns at each write: an index keeps that a range read."""
     db.execute("CREATE INDEX turns_by_created ON turns(created_at)")
 
+
 def migrate(db: sqlite3.Connection, lock: threading.RLock) -> None:
     """Run the registered steps this store has not had yet, each in one transaction."""
     with lock:
