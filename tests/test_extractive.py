@@ -11,15 +11,15 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from bot.answer.checks import check_answer, quote_in
+from bot.answer.checks import check_answer, normalise, quote_in
 from bot.answer.compose import (
     EMBED_MAX_CHARS,
     LABEL,
     SHORTLIST,
     ExtractiveComposer,
-    quotation,
 )
 from bot.answer.passages import Passage, with_windows
+from bot.answer.quoting import quotation
 from bot.answer.sentences import sentence_spans, split_sentences
 from bot.cli import cli
 from bot.evaluate import overlaps
@@ -81,14 +81,32 @@ def test_a_wrapped_answer_is_quoted_whole_and_verified():
 
 # -- what is quoted ---------------------------------------------------------------------
 
-def test_inner_double_quotes_are_quoted_as_gaps_and_verified():
+def test_inner_double_quotes_are_quoted_as_single_quotes_and_verified():
     text = ('If a request is rejected because it is malformed, the best thing to do is to '
             'connect to the CLI and issue "show errors", which will report the faulty request.')
     q = quotation(text)
-    assert '"' not in q and "show errors" in q and quote_in(q, text)
+    assert '"' not in q and "…" not in q and "issue 'show errors', which" in q and quote_in(q, text)
     _, report = compose("request rejected as malformed, how do i see the error", passage(1, text))
     assert_all_verified(report)
     assert overlaps(report.quotes[0].text, 'connect to the CLI and issue "show errors", which will')
+
+
+def test_curly_inner_quotes_become_curly_single_quotes_and_the_demo_reads_them():
+    text = ("The Fleet Orchestration Service (FOS), known to almost everyone in the building as "
+            "“the Conductor”, is the software that decides which Quill does which pick task.")
+    q = quotation(text)
+    assert "as ‘the Conductor’, is the software" in q and quote_in(q, text)
+    _, report = compose("what is the Conductor", passage(1, text))
+    assert_all_verified(report)
+    assert "‘the Conductor’" in report.quotes[0].text
+
+
+def test_the_normaliser_reads_every_quote_mark_as_one():
+    marks = "\"'‘’‚‛“”„‟«»"
+    assert len({normalise(f"a {m}b{m} c") for m in marks}) == 1
+    assert quote_in("as 'the Conductor', is", 'as "the Conductor", is')
+    assert quote_in('as “the Conductor”, is', "as 'the Conductor', is")
+    assert not quote_in("as 'the Driver', is", 'as "the Conductor", is')
 
 
 def test_a_short_definition_line_brings_its_explanation():

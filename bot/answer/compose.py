@@ -20,7 +20,8 @@ splitter ends a sentence at every line break):
 3. Fewer, better quotes: the best sentence, and others only when they score close to it;
    a sentence that leads in with a colon, or is very short, brings the line after it,
    and one that opens with "This"/"It" brings the sentence before it, so the quote reads
-   on its own. A double quote mark inside a sentence is quoted as an ellipsis.
+   on its own. A double quote mark inside a sentence is quoted as a single one
+   (bot/answer/quoting.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Protocol, TypeGuard
 import numpy as np
 
 from bot.answer.passages import Passage
+from bot.answer.quoting import quotation
 from bot.answer.sentences import sentence_spans
 from search.glossary import Expansion, GlossaryEntry
 from search.text import STOPWORDS, words
@@ -42,10 +44,6 @@ from search.text import STOPWORDS, words
 EXTRACTIVE = "extractive"
 LABEL = "extractive answer: the passages' own sentences, no model wrote this"
 
-_HAS_DOUBLE_QUOTE = re.compile(r"[\"“”„]")
-# What a quotation cannot hold: a double quote mark would end it, and a [N] of the
-# document's own would read as our citation.
-_UNQUOTABLE = re.compile(r"[\"“”„]|\[\d+\]")
 # A sentence that asks a question answers none: an FAQ's "How often does a Train
 # depart?" scored above the answer below it for "How often does the Release Train leave?".
 _ASKS = re.compile(r"\?[)\]'’]*$")
@@ -197,26 +195,6 @@ def _quotable(text: str) -> bool:
     n = len(text.split())
     short_ok = n >= EXTRACT_MIN_WORDS or (n >= EXTRACT_MIN_WORDS_CODE and bool(_CODE.search(text)))
     return short_ok and not _ASKS.search(text)
-
-
-def quotation(text: str) -> str:
-    """A passage's text as the answer quotes it: white space collapsed, and each double
-    quote mark or [N] inside it shown as an ellipsis (a quotation cannot hold them; the
-    check reads an ellipsis as a gap, so `issue "show errors"` is quoted as
-    `issue … show errors …` and still verified word for word)."""
-    text = " ".join(text.split())
-    if _UNQUOTABLE.search(text):
-        text = " ".join(_UNQUOTABLE.sub(" … ", text).split())
-        text = _strip_ellipses(text)
-        text = re.sub(r"…(?:\s*…)+", "…", text)
-    return text
-
-
-def _strip_ellipses(text: str) -> str:
-    """The text without the ellipses it starts or ends with (its blanks are single spaces
-    here). Not the regex "(?:\\s*…)+$": searched from each ellipsis of a text full of
-    them, it read to the end from each."""
-    return text.strip("… ")
 
 
 class ExtractiveComposer:
