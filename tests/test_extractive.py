@@ -119,6 +119,36 @@ def test_a_short_definition_line_brings_its_explanation():
     assert "yield after this many instructions" in report.quotes[0].text
 
 
+def _section(path: str, heading: str) -> str:
+    """A section of a sample-handbook Markdown file, as the passage that holds it."""
+    text = (EXAMPLES / "handbook" / path).read_text(encoding="utf-8")
+    return text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0].strip()
+
+
+@pytest.mark.parametrize("question, answer", [
+    # The demo's own question: the alarm's description holds "Annex" and "alarm"; the
+    # assembly point, two sentences on, holds none of the question's words.
+    ("Where do people gather at the Annex if the alarm goes off?", "the yellow bollard by Dock 7"),
+    ("Where should I go at the Annex when the fire alarm sounds?", "the yellow bollard by Dock 7"),
+])
+def test_a_where_question_quotes_the_place_after_the_sentence_that_names_its_subject(question, answer):
+    emergencies = passage(1, _section("company/annex-site-guide.md", "Emergencies"),
+                          source="company/annex-site-guide.md", heading=("The Annex", "Emergencies"))
+    _, report = compose(question, emergencies)
+    assert_all_verified(report)
+    assert any(answer in q.text for q in report.quotes), [q.text for q in report.quotes]
+
+
+def test_the_place_must_be_more_than_the_questions_own_words():
+    from bot.answer.cues import answer_cues
+
+    (where,) = answer_cues("Where do people gather at the Annex if the alarm goes off?")
+    assert not where("The fire alarm at the Annex is a continuous bell with flashing white beacons.")
+    assert where("The assembly point for the whole site is the yellow bollard by Dock 7.")
+    assert not where("Leave by the nearest marked exit without collecting belongings.")
+    assert answer_cues("What does the Conductor do?") == []
+
+
 def test_a_lead_in_with_a_colon_brings_the_line_after_it():
     text = ("To rotate the pager key on the bastion host, run the following command:\n"
             "pager-rotate --host bastion --force\n\n"
