@@ -20,8 +20,9 @@ for changed documents; a change in the code that turns documents into stored chu
 
 --save writes every per-item outcome; --baseline compares this run with such a file from
 another revision: per-item differences (this run minus the baseline) in Recall@5,
-paraphrase Recall@5, MRR and refusal correctness, each with a paired-bootstrap 95%
-interval (10,000 resamples), over the pooled held-out items and per collection.
+paraphrase Recall@5, alias Recall@5, MRR and refusal correctness, each with a
+paired-bootstrap 95% interval (10,000 resamples), over the pooled held-out items, the
+pooled dev items and per collection.
 """
 
 from __future__ import annotations
@@ -306,6 +307,8 @@ COMPARED = {
     "r5": lambda o: (1.0 if o["rank"] is not None and o["rank"] <= 5 else 0.0) if o["answerable"] else None,
     "para_r5": lambda o: (1.0 if o["rank"] is not None and o["rank"] <= 5 else 0.0)
     if o["answerable"] and o["kind"] == "paraphrase" else None,
+    "alias_r5": lambda o: (1.0 if o["rank"] is not None and o["rank"] <= 5 else 0.0)
+    if o["answerable"] and o["kind"] == "alias" else None,
     "mrr": lambda o: (1.0 / o["rank"] if o["rank"] else 0.0) if o["answerable"] else None,
     # An answerable item not refused flatly, an unanswerable one not answered outright.
     "refusal_correct": lambda o: 1.0 if (outcome_of(o) != "refused" if o["answerable"]
@@ -334,7 +337,9 @@ def compare(base: list[dict], now: list[dict]) -> dict:
                  "only_in_this_run": len({key(o) for o in now} - set(before)), "modes": {}}
     for mode in sorted({o["mode"] for _, o in pairs}, key=MODES.index):
         groups = {"held-out items (pooled)": [(a, b) for a, b in pairs
-                                              if a["mode"] == mode and b["split"] == "heldout"]}
+                                              if a["mode"] == mode and b["split"] == "heldout"],
+                  "tuned dev items (pooled)": [(a, b) for a, b in pairs
+                                               if a["mode"] == mode and b["split"] == "dev"]}
         for name in dict.fromkeys(b["collection"] for _, b in pairs):
             groups[name] = [(a, b) for a, b in pairs if a["mode"] == mode and b["collection"] == name]
         res = {}
@@ -457,7 +462,7 @@ def print_comparison(cmp: dict, baseline: str) -> None:
           + (f"; left out (question or labels changed): {', '.join(cmp['changed_items_left_out'])}"
              if cmp["changed_items_left_out"] else "")
           + f"; only in baseline {cmp['only_in_baseline']}, only in this run {cmp['only_in_this_run']}")
-    print(f"{'mode':9}{'items':28}" + "".join(f"{h:>30}" for h in ("R@5", "para@5", "MRR", "refusal correct")))
+    print(f"{'mode':9}{'items':28}" + "".join(f"{h:>30}" for h in ("R@5", "para@5", "alias@5", "MRR", "refusal correct")))
     for mode, groups in cmp["modes"].items():
         for group, res in groups.items():
             cells = "".join(

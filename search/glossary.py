@@ -2,7 +2,9 @@
 
 A CSV with columns term,alias and an optional definition. An alias claim says two
 names mean the same thing; the lexical arm uses it to search for the other name at
-reduced weight, and the prompt shows it as our claim, never as the source's.
+reduced weight, the dense arm embeds the question once more with the other name written
+beside the one found (`with_other_names`), and the prompt shows it as our claim, never as
+the source's.
 """
 
 from __future__ import annotations
@@ -103,3 +105,15 @@ class Glossary:
                 seen.add(entry.term)
                 out.append(entry)
         return out
+
+
+def with_other_names(question: str, expansions: list[Expansion]) -> str:
+    """The question with each expansion's other name in parentheses after the name found
+    ("What does the Firehose (Telemetry Ingestion Pipeline) carry?"); at the end when the
+    name cannot be placed in the question as written."""
+    out = question
+    for e in expansions:
+        m = re.search(r"(?<![\w])" + re.escape(e.found) + r"(?![\w])", out, re.IGNORECASE)
+        at = m.end() if m else len(out.rstrip())
+        out = f"{out[:at]} ({e.expands_to}){out[at:]}"
+    return out

@@ -1,6 +1,8 @@
 """Hybrid retrieval: a dense arm and a lexical arm fused in application code.
 
-    question ─┬─ dense arm: kNN over window vectors (a chunk scores by its best window)
+    question ─┬─ dense arm: kNN over window vectors (a chunk scores by its best window);
+              │  with a glossary name, the question embedded again with the other name
+              │  beside it, and each chunk keeps its better score of the two
               └─ lexical arm: BM25 over the words, phrases found in the collection,
                  glossary aliases at reduced weight, typo fixes for absent words
     ─▶ reciprocal rank fusion with k sized to the candidate pool
@@ -24,7 +26,7 @@ import numpy as np
 
 from search import calibration, fusion, typos
 from search.focus import focus
-from search.glossary import Expansion, Glossary
+from search.glossary import Expansion, Glossary, with_other_names
 from search.retrieval_config import (
     CALIBRATION_TTL_S,
     FLOOD_COLLECTION_SHARE,
@@ -234,8 +236,9 @@ class Retriever:
         timings["analyse"] = (time.perf_counter() - t0) * 1000
         vector: np.ndarray | None = None
         dense: list[tuple[str, float]] = []
+        plain: list[tuple[str, float]] = []  # the question's own: the gate reads only these
         if mode in ("dense", "hybrid"):
-            vector, dense = self._dense_arm(question, scope, timings)
+            vector, plain, dense = self._dense_arm(question, asked.expansions, scope, timings)
         lexical = _LexicalArm()
         if mode in ("lexical", "hybrid"):
             lexical = self._lexical_arm(question, asked, scope, timings)
@@ -252,8 +255,8 @@ class Retriever:
         hits = self._hits(order, candidates, fused, dense, lexical, scope)
         if cfg.widen:
             hits = self._widen(hits, asked.terms, top_k, scope)
-        null = self.null_distribution() if dense else None
-        support = support_of(asked.terms, asked.dfs, asked.corrections, asked.expansions, hits, dense,
+        null = self.null_distribution() if plain else None
+        support = support_of(asked.terms, asked.dfs, asked.corrections, asked.expansions, hits, plain,
                              lexical.addressed, asked.n_chunks, null, focus(question))
         timings["total"] = (time.perf_counter() - t0) * 1000
         return Retrieval(
@@ -276,16 +279,30 @@ class Retriever:
         expansions = [e for e in expansions if e.expands_to not in flooded]
         return _Analysis(terms, dfs, n_chunks, corrections, expansions, flooded)
 
-    def _dense_arm(self, question: str, scope: Scope | None,
-                   timings: dict[str, float]) -> tuple[np.ndarray, list[tuple[str, float]]]:
-        """The question embedded, and the store's nearest chunks by their best window."""
+    def _dense_arm(self, question: str, expansions: list[Expansion], scope: Scope | None,
+                   timings: dict[str, float]) -> tuple[np.ndarray, list[tuple[str, float]],
+                                                       list[tuple[str, float]]]:
+        """The question embedded, the store's nearest chunks by their best window, and the
+        arm's ranking: with glossary names (those left after the flood rule), the question
+        embedded once more with every other name beside its own, each chunk keeping its
+        better score of the two (docs/decisions/0032-aliases-in-the-dense-arm.md)."""
         t = time.perf_counter()
         vector = self.encode_query(question)
         timings["embed"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
-        dense = self.store.dense(vector, self.config.pool, scope=scope)
+        plain = self.store.dense(vector, self.config.pool, scope=scope)
         timings["dense"] = (time.perf_counter() - t) * 1000
-        return vector, dense
+        if not expansions:
+            return vector, plain, plain
+        t = time.perf_counter()
+        named = self.store.dense(self.encode_query(with_other_names(question, expansions)),
+                                 self.config.pool, scope=scope)
+        timings["dense_aliases"] = (time.perf_counter() - t) * 1000
+        best = dict(plain)
+        for cid, score in named:
+            best[cid] = max(score, best.get(cid, score))
+        ranked = sorted(best.items(), key=lambda cs: (-cs[1], cs[0]))[: self.config.pool]
+        return vector, plain, ranked
 
     def _lexical_arm(self, question: str, asked: _Analysis, scope: Scope | None,
                      timings: dict[str, float]) -> _LexicalArm:

@@ -11,15 +11,15 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from bot.answer.checks import check_answer, quote_in
+from bot.answer.checks import check_answer, normalise, quote_in
 from bot.answer.compose import (
     EMBED_MAX_CHARS,
     LABEL,
     SHORTLIST,
     ExtractiveComposer,
-    quotation,
 )
 from bot.answer.passages import Passage, with_windows
+from bot.answer.quoting import quotation
 from bot.answer.sentences import sentence_spans, split_sentences
 from bot.cli import cli
 from bot.evaluate import overlaps
@@ -81,14 +81,32 @@ def test_a_wrapped_answer_is_quoted_whole_and_verified():
 
 # -- what is quoted ---------------------------------------------------------------------
 
-def test_inner_double_quotes_are_quoted_as_gaps_and_verified():
+def test_inner_double_quotes_are_quoted_as_single_quotes_and_verified():
     text = ('If a request is rejected because it is malformed, the best thing to do is to '
             'connect to the CLI and issue "show errors", which will report the faulty request.')
     q = quotation(text)
-    assert '"' not in q and "show errors" in q and quote_in(q, text)
+    assert '"' not in q and "…" not in q and "issue 'show errors', which" in q and quote_in(q, text)
     _, report = compose("request rejected as malformed, how do i see the error", passage(1, text))
     assert_all_verified(report)
     assert overlaps(report.quotes[0].text, 'connect to the CLI and issue "show errors", which will')
+
+
+def test_curly_inner_quotes_become_curly_single_quotes_and_the_demo_reads_them():
+    text = ("The Fleet Orchestration Service (FOS), known to almost everyone in the building as "
+            "“the Conductor”, is the software that decides which Quill does which pick task.")
+    q = quotation(text)
+    assert "as ‘the Conductor’, is the software" in q and quote_in(q, text)
+    _, report = compose("what is the Conductor", passage(1, text))
+    assert_all_verified(report)
+    assert "‘the Conductor’" in report.quotes[0].text
+
+
+def test_the_normaliser_reads_every_quote_mark_as_one():
+    marks = "\"'‘’‚‛“”„‟«»"
+    assert len({normalise(f"a {m}b{m} c") for m in marks}) == 1
+    assert quote_in("as 'the Conductor', is", 'as "the Conductor", is')
+    assert quote_in('as “the Conductor”, is', "as 'the Conductor', is")
+    assert not quote_in("as 'the Driver', is", 'as "the Conductor", is')
 
 
 def test_a_short_definition_line_brings_its_explanation():
@@ -99,6 +117,36 @@ def test_a_short_definition_line_brings_its_explanation():
     _, report = compose("what does tune.lua.forced-yield do", passage(1, text))
     assert_all_verified(report)
     assert "yield after this many instructions" in report.quotes[0].text
+
+
+def _section(path: str, heading: str) -> str:
+    """A section of a sample-handbook Markdown file, as the passage that holds it."""
+    text = (EXAMPLES / "handbook" / path).read_text(encoding="utf-8")
+    return text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0].strip()
+
+
+@pytest.mark.parametrize("question, answer", [
+    # The demo's own question: the alarm's description holds "Annex" and "alarm"; the
+    # assembly point, two sentences on, holds none of the question's words.
+    ("Where do people gather at the Annex if the alarm goes off?", "the yellow bollard by Dock 7"),
+    ("Where should I go at the Annex when the fire alarm sounds?", "the yellow bollard by Dock 7"),
+])
+def test_a_where_question_quotes_the_place_after_the_sentence_that_names_its_subject(question, answer):
+    emergencies = passage(1, _section("company/annex-site-guide.md", "Emergencies"),
+                          source="company/annex-site-guide.md", heading=("The Annex", "Emergencies"))
+    _, report = compose(question, emergencies)
+    assert_all_verified(report)
+    assert any(answer in q.text for q in report.quotes), [q.text for q in report.quotes]
+
+
+def test_the_place_must_be_more_than_the_questions_own_words():
+    from bot.answer.cues import answer_cues
+
+    (where,) = answer_cues("Where do people gather at the Annex if the alarm goes off?")
+    assert not where("The fire alarm at the Annex is a continuous bell with flashing white beacons.")
+    assert where("The assembly point for the whole site is the yellow bollard by Dock 7.")
+    assert not where("Leave by the nearest marked exit without collecting belongings.")
+    assert answer_cues("What does the Conductor do?") == []
 
 
 def test_a_lead_in_with_a_colon_brings_the_line_after_it():

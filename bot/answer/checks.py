@@ -24,10 +24,11 @@ from bot.answer.textlinks import visible_links
 
 ELLIPSIS = "\u2026"  # the one sentinel every ellipsis form becomes
 
-_QUOTES = {
-    **{c: "'" for c in "\u2018\u2019\u201a\u201b\u2032\u2035\u0060\u00b4"},
-    **{c: '"' for c in "\u201c\u201d\u201e\u201f\u2033\u2036\u00ab\u00bb\u301d\u301e"},
-}
+# Every quote mark, straight or curly, single or double, reads as one: the extractive
+# composer quotes a source's "inner" quotation as 'inner' (bot/answer/quoting.py), and a
+# model may do the same.
+_QUOTES = {c: "'" for c in '"\u2018\u2019\u201a\u201b\u2032\u2035\u0060\u00b4'
+           "\u201c\u201d\u201e\u201f\u2033\u2036\u00ab\u00bb\u301d\u301e"}
 # The whole dash range: hyphen, non-breaking hyphen, figure dash, en, em, horizontal bar,
 # minus, small and full-width hyphen-minus.
 _DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d\u2e3a\u2e3b"

@@ -20,7 +20,8 @@ splitter ends a sentence at every line break):
 3. Fewer, better quotes: the best sentence, and others only when they score close to it;
    a sentence that leads in with a colon, or is very short, brings the line after it,
    and one that opens with "This"/"It" brings the sentence before it, so the quote reads
-   on its own. A double quote mark inside a sentence is quoted as an ellipsis.
+   on its own. A double quote mark inside a sentence is quoted as a single one
+   (bot/answer/quoting.py).
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ from typing import Protocol, TypeGuard
 
 import numpy as np
 
+from bot.answer.cues import CODE, answer_cues
+from bot.answer.cues import cues as answer_type_cues
 from bot.answer.passages import Passage
+from bot.answer.quoting import quotation
 from bot.answer.sentences import sentence_spans
 from search.glossary import Expansion, GlossaryEntry
 from search.text import STOPWORDS, words
@@ -42,10 +46,6 @@ from search.text import STOPWORDS, words
 EXTRACTIVE = "extractive"
 LABEL = "extractive answer: the passages' own sentences, no model wrote this"
 
-_HAS_DOUBLE_QUOTE = re.compile(r"[\"“”„]")
-# What a quotation cannot hold: a double quote mark would end it, and a [N] of the
-# document's own would read as our citation.
-_UNQUOTABLE = re.compile(r"[\"“”„]|\[\d+\]")
 # A sentence that asks a question answers none: an FAQ's "How often does a Train
 # depart?" scored above the answer below it for "How often does the Release Train leave?".
 _ASKS = re.compile(r"\?[)\]'’]*$")
@@ -85,23 +85,10 @@ LONG_QUOTE_CHARS = 300
 # definition): the sentence after it joins the quote.
 SHORT_SENTENCE_WORDS = 8
 FOLLOW_ON = True
+# How many sentences past the best one (in its paragraph) a where/when/who answer is looked
+# for when the best one gives none (docs/decisions/0031-sentence-choice-inner-quotes.md).
+CUE_LOOKAHEAD = 3
 
-_NUMBER_Q = re.compile(
-    r"\b(how (many|much|long|big|large|often|fast|old|soon)|max(imum)?|min(imum)?|limit|size|"
-    r"number of|percent(age)?|what time|how far|timeout|threshold|default)\b", re.IGNORECASE)
-_WHO_Q = re.compile(r"\bwho(m|se)?\b", re.IGNORECASE)
-_WHEN_Q = re.compile(r"\b(when|what (day|date|time)|which day|deadline)\b", re.IGNORECASE)
-_COMMAND_Q = re.compile(r"\b(command|how (do|can|should|would) (i|we|you)|how to|syntax|flag|"
-                        r"option|cli|run|invoke|type)\b", re.IGNORECASE)
-_HAS_NUMBER = re.compile(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|twelve|every|second|third|"
-                         r"hundred|thousand|million|billion|once|twice|daily|weekly|monthly|"
-                         r"hourly)\b", re.IGNORECASE)
-_HAS_TIME = re.compile(r"\d|\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
-                       r"january|february|march|april|may|june|july|august|september|october|"
-                       r"november|december|morning|evening|night|week|day|month|year|before|"
-                       r"after|until)\b", re.IGNORECASE)
-_CODE = re.compile(r"`|\$ |--?[a-z][\w-]*|\w\(|\b[a-z]+_[a-z_]+\b|^\s*[a-z][\w.-]* [a-z-]+|[=<>|]{1,2}")
-_NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]+(?: [A-Z][a-z]+)+")
 _ANAPHOR = re.compile(r"^(this|that|these|those|it|they|such|then|there|here)\b", re.IGNORECASE)
 _LEAD_IN = re.compile(r":\s*$")
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "es", "ed", "ly", "s")
@@ -199,28 +186,8 @@ class _Candidate:
 
 def _quotable(text: str) -> bool:
     n = len(text.split())
-    short_ok = n >= EXTRACT_MIN_WORDS or (n >= EXTRACT_MIN_WORDS_CODE and bool(_CODE.search(text)))
+    short_ok = n >= EXTRACT_MIN_WORDS or (n >= EXTRACT_MIN_WORDS_CODE and bool(CODE.search(text)))
     return short_ok and not _ASKS.search(text)
-
-
-def quotation(text: str) -> str:
-    """A passage's text as the answer quotes it: white space collapsed, and each double
-    quote mark or [N] inside it shown as an ellipsis (a quotation cannot hold them; the
-    check reads an ellipsis as a gap, so `issue "show errors"` is quoted as
-    `issue … show errors …` and still verified word for word)."""
-    text = " ".join(text.split())
-    if _UNQUOTABLE.search(text):
-        text = " ".join(_UNQUOTABLE.sub(" … ", text).split())
-        text = _strip_ellipses(text)
-        text = re.sub(r"…(?:\s*…)+", "…", text)
-    return text
-
-
-def _strip_ellipses(text: str) -> str:
-    """The text without the ellipses it starts or ends with (its blanks are single spaces
-    here). Not the regex "(?:\\s*…)+$": searched from each ellipsis of a text full of
-    them, it read to the end from each."""
-    return text.strip("… ")
 
 
 class ExtractiveComposer:
@@ -276,7 +243,7 @@ class ExtractiveComposer:
             return next((w.score for w in windows[c.passage.number] if w.start <= c.start < w.end), 0.0)
 
         pairs = list(pairwise(q_terms))
-        cues = self._cues(question)
+        cues = answer_type_cues(question)
         headings: dict[int, float] = {}
         for c in flat:
             c.words_score = evidence(c.terms)
@@ -305,7 +272,26 @@ class ExtractiveComposer:
             quotable = sorted(short, key=lambda c: -c.score)
         best = quotable[0].score
         chosen = [c for c in quotable[:EXTRACT_MAX_SENTENCES] if c.score >= EXTRACT_RELATIVE_FLOOR * best]
-        return self._with_context(chosen, rows)
+        return self._with_context(self._answer_after(question, chosen, rows), rows)
+
+    @staticmethod
+    def _answer_after(question: str, chosen: list[_Candidate], rows: list[list[_Candidate]]) -> list[_Candidate]:
+        """For a where/when/who question whose best sentence gives no place, time or person
+        beyond the question's own words (cues.answer_cues): the first sentence after it in
+        its paragraph, at most CUE_LOOKAHEAD on, that gives one is quoted second. The answer
+        often follows the sentence that names the subject."""
+        need = answer_cues(question)
+        first = chosen[0]
+        if not need or any(test(first.text) for test in need):
+            return chosen
+        row = next(r for r in rows if r and r[0].passage.number == first.passage.number)
+        for c in row[first.index + 1 : first.index + 1 + CUE_LOOKAHEAD]:
+            if "\n\n" in first.passage.text[first.end:c.start]:
+                break
+            if c.quotable and any(test(c.text) for test in need):
+                rest = [x for x in chosen[1:] if x is not c]
+                return [first, c, *rest][:EXTRACT_MAX_SENTENCES]
+        return chosen
 
     def _vectors(self, question: str, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The candidates' vectors and the question's: one batch when the question is short."""
@@ -314,19 +300,6 @@ class ExtractiveComposer:
             vectors = self.encode_texts([question[:EMBED_MAX_CHARS]] + texts)
             return vectors[1:], vectors[0]
         return self.encode_texts(texts), self.encode_query(question)
-
-    @staticmethod
-    def _cues(question: str) -> list[Callable[[str], bool]]:
-        cues: list[Callable[[str], bool]] = []
-        if _NUMBER_Q.search(question):
-            cues.append(lambda s: bool(_HAS_NUMBER.search(s)))
-        if _WHO_Q.search(question):
-            cues.append(lambda s: bool(_NAME.search(s)))
-        if _WHEN_Q.search(question):
-            cues.append(lambda s: bool(_HAS_TIME.search(s)))
-        if _COMMAND_Q.search(question):
-            cues.append(lambda s: bool(_CODE.search(s)))
-        return cues
 
     @staticmethod
     def _with_context(chosen: list[_Candidate], rows: list[list[_Candidate]]) -> list[Sentence]:
