@@ -9,7 +9,7 @@ time for long) and by `citebot turns purge`. What is kept where: docs/data.md.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -114,6 +114,10 @@ class ExpiringTurnLog:
 
     def add_feedback(self, turn_id: str, at: str, user: str | None, value: str) -> None:
         self.inner.add_feedback(turn_id, at, user, value)
+
+    def turns_since(self, since_iso: str) -> Iterator[dict]:
+        """The turns since then that are still within retention."""
+        return self.inner.turns_since(max(since_iso, cutoff(self.retention_days)))
 
     def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None
                     ) -> list[dict]:
