@@ -118,6 +118,14 @@ def m006_stems_follow_chunks(db: sqlite3.Connection) -> None:
                " DELETE FROM chunks_stems WHERE rowid = old.id;"
                " DELETE FROM stems_pending WHERE chunk_rowid = old.id; END")
 
+
+@migration
+def m007_chunk_sections(db: sqlite3.Connection) -> None:
+    """The sections of a chunk that joins short ones (search.types.Chunk.sections), as JSON;
+    NULL for a chunk of one section, as every chunk stored before is. Nothing is re-ingested:
+    an older chunk keeps its one heading, which is right for it."""
+    db.execute("ALTER TABLE chunks ADD COLUMN sections TEXT")
+
 def migrate(db: sqlite3.Connection, lock: threading.RLock) -> None:
     """Run the registered steps this store has not had yet, each in one transaction."""
     with lock:

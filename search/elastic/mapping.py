@@ -29,7 +29,14 @@ import numpy as np
 
 from search.elastic.query import SIMILARITY
 from search.text import stem, words
-from search.types import Chunk, DocumentRecord, ModelStamp, Window
+from search.types import (
+    Chunk,
+    DocumentRecord,
+    ModelStamp,
+    Window,
+    sections_as_data,
+    sections_from_data,
+)
 
 # Version of the index layout below; an index of another format is refused on open.
 # 2: chunks carry `superseded` (their document says it no longer holds). Fields added
@@ -37,6 +44,8 @@ from search.types import Chunk, DocumentRecord, ModelStamp, Window
 # index (a server not yet upgraded keeps serving): `url` and `anchor` (search/links.py; a
 # chunk without them has no link of its own). An older ingest cannot copy chunks that
 # carry them into its strict mapping: after a downgrade, re-ingest into a new CITEBOT_INDEX.
+# So is `sections` (a chunk that joins short sections: each one's start, heading path and
+# anchor; docs/decisions/0029-short-chunks.md), absent from a chunk of one section.
 # 3: `vocab` indexed (document frequencies and spelling candidates read Lucene's term
 # dictionary), BM25 with FTS5's k1 and b as the default similarity, no stored token
 # fields. A format-2 index is refused: re-ingest into a new CITEBOT_INDEX.
@@ -67,7 +76,7 @@ MAX_TOKEN_CHARS = 255
 
 _CHUNK_FIELDS = [
     "chunk_id", "doc_id", "source", "heading_path", "page", "ordinal", "text", "tokens",
-    "overlap_prev", "overlap_next", "superseded", "url", "anchor",
+    "overlap_prev", "overlap_next", "superseded", "url", "anchor", "sections",
 ]
 
 
@@ -94,6 +103,7 @@ def mapping_for(stamp: ModelStamp, state: str) -> dict[str, Any]:
             "tokens": number, "overlap_prev": number, "overlap_next": number,
             "superseded": {"type": "boolean", "index": False},
             "url": stored, "anchor": stored,
+            "sections": {"type": "object", "enabled": False},
             "words": words_field, "heading": words_field,
             "stems": words_field, "heading_stems": words_field,
             "vocab": {"type": "keyword", "ignore_above": MAX_TOKEN_CHARS},
@@ -130,7 +140,7 @@ def _stems_of(text_words: Sequence[str], heading_words: Sequence[str]) -> dict[s
 
 def _chunk_action(index: str, c: Chunk, windows: Sequence[Window]) -> dict[str, Any]:
     text_words = words(c.text)
-    heading_words = words(" ".join(c.heading_path))
+    heading_words = words(c.heading_text())
     return {
         "_op_type": "index", "_index": index, "_id": c.chunk_id,
         "_source": {
@@ -139,6 +149,7 @@ def _chunk_action(index: str, c: Chunk, windows: Sequence[Window]) -> dict[str, 
             "text": c.text, "tokens": c.tokens, "overlap_prev": c.overlap_prev,
             "overlap_next": c.overlap_next, "superseded": c.superseded,
             "url": c.url, "anchor": c.anchor,
+            **({"sections": data} if (data := sections_as_data(c.sections)) else {}),
             "words": " ".join(text_words), "heading": " ".join(heading_words),
             **_stems_of(text_words, heading_words),
             "vocab": sorted(set(text_words) | set(heading_words)),
@@ -158,5 +169,5 @@ def _chunk(src: dict[str, Any]) -> Chunk:
         ordinal=int(src["ordinal"]), text=src["text"], tokens=int(src["tokens"]),
         overlap_prev=int(src.get("overlap_prev", 0)), overlap_next=int(src.get("overlap_next", 0)),
         superseded=bool(src.get("superseded", False)),
-        url=src.get("url"), anchor=src.get("anchor"),
+        url=src.get("url"), anchor=src.get("anchor"), sections=sections_from_data(src.get("sections")),
     )
