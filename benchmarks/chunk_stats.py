@@ -137,7 +137,8 @@ def main() -> None:
     tokens = [c.tokens for c in chunks]
     sections: dict[tuple, list[int]] = defaultdict(list)
     for c in chunks:
-        sections[(c.source, c.heading_path)].append(c.tokens)
+        if not c.sections:  # a chunk that joins short sections is no part of a split section
+            sections[(c.source, c.heading_path)].append(c.tokens)
     long_sections = [t for v in sections.values() if len(v) > 1 for t in v]
     crossings = 0
     paragraphs_by_section: dict[str, dict[tuple, set[str]]] = {}
