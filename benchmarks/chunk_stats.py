@@ -1,8 +1,9 @@
 """Chunk statistics of an ingested store: count, median tokens, band share, heading crossings.
 
 A heading crossing is a chunk whose paragraphs are not all paragraphs of the one section
-its heading path names (the source is loaded again to check, from --root: the folder
-that was ingested). Run after an ingest:
+its heading path names; for a chunk that joins short sections, each part is checked
+against the section it names (the source is loaded again to check, from --root: the
+folder that was ingested). Run after an ingest:
 
     CITEBOT_STORE=/tmp/s .venv/bin/citebot ingest examples/handbook
     CITEBOT_STORE=/tmp/s .venv/bin/python -m benchmarks.chunk_stats --root examples/handbook
@@ -136,7 +137,8 @@ def main() -> None:
     tokens = [c.tokens for c in chunks]
     sections: dict[tuple, list[int]] = defaultdict(list)
     for c in chunks:
-        sections[(c.source, c.heading_path)].append(c.tokens)
+        if not c.sections:  # a chunk that joins short sections is no part of a split section
+            sections[(c.source, c.heading_path)].append(c.tokens)
     long_sections = [t for v in sections.values() if len(v) > 1 for t in v]
     crossings = 0
     paragraphs_by_section: dict[str, dict[tuple, set[str]]] = {}
@@ -145,8 +147,10 @@ def main() -> None:
             path = args.root / c.source if args.root else Path(c.source)
             doc = load(path, c.source)
             paragraphs_by_section[c.source] = {s.heading_path: {p.text for p in s.paragraphs} for s in doc.sections}
-        own = paragraphs_by_section[c.source].get(c.heading_path, set())
-        if not all(p in own for p in c.text.split(PARAGRAPH_SEPARATOR)):
+        # A chunk that joins short sections: each section's text against its own heading.
+        spans = [(c.text[a:b].removesuffix(PARAGRAPH_SEPARATOR), path) for a, b, path, _ in c.section_spans()]
+        if not all(p in paragraphs_by_section[c.source].get(path, set())
+                   for text, path in spans for p in text.split(PARAGRAPH_SEPARATOR)):
             crossings += 1
     band = lambda xs: sum(BAND_MIN_TOKENS <= x <= BAND_MAX_TOKENS for x in xs) / max(1, len(xs))  # noqa: E731
     print(f"documents                      {len({c.source for c in chunks})}")

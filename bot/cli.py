@@ -32,11 +32,13 @@ def _emit(obj: object) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False))
 
 
-def _link(obj: _Context, chunk) -> str | None:
-    """Where a person opens a chunk: its document's address or CITEBOT_SOURCE_URL, with its anchor."""
+def _link(obj: _Context, chunk, section=None) -> str | None:
+    """Where a person opens a chunk: its document's address or CITEBOT_SOURCE_URL, with its
+    anchor (or with a section's, for a chunk that joins short sections)."""
     from search.links import link_for
 
-    return link_for(chunk.source, chunk.url, chunk.anchor, obj.components.settings.source_url)
+    anchor = chunk.anchor if section is None else section.anchor
+    return link_for(chunk.source, chunk.url, anchor, obj.components.settings.source_url)
 
 
 class _Context:
@@ -98,7 +100,10 @@ def chunks(obj: _Context, as_json: bool) -> None:
         if as_json:
             _emit({"chunk_id": c.chunk_id, "source": c.source, "heading_path": list(c.heading_path),
                    "page": c.page, "ordinal": c.ordinal, "tokens": c.tokens, "text": c.text,
-                   "url": _link(obj, c)})
+                   "url": _link(obj, c),
+                   **({"sections": [{"start": s.start, "heading_path": list(s.heading_path),
+                                     "url": _link(obj, c, s)} for s in c.sections]}
+                      if c.sections else {})})
         else:
             page = f" p.{c.page}" if c.page else ""
             url = _link(obj, c)

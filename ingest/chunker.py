@@ -7,6 +7,12 @@ the overlap can be stripped later by equality. No chunk is longer than MAX_CHUNK
 paragraph longer than that is cut, at a sentence end or else a blank, into pieces whose
 concatenation is the paragraph; pieces of one paragraph never share a chunk (they would
 be joined by a separator the source does not have) and are not carried as overlap.
+
+A section under STUB_TOKENS (a heading and a line, a stub page's one paragraph) is joined
+with a neighbouring section of the same document and page into one chunk, which lists
+each section's own heading and anchor where its text begins (Chunk.sections): a quotation
+is cited under the heading it sits under, and the chunk as a whole under the heading all
+of them share.
 """
 
 from __future__ import annotations
@@ -15,10 +21,10 @@ import hashlib
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from ingest.document import LoadedDocument, Paragraph
-from search.types import Chunk
+from ingest.document import LoadedDocument, Paragraph, Section
+from search.types import Chunk, ChunkSection, common_prefix
 
 PARAGRAPH_SEPARATOR = "\n\n"
 
@@ -38,6 +44,11 @@ MAX_CHUNK_CHARS = 16_000
 # A cut looks for a sentence end, then a blank, in the last part of the window only, so no
 # piece is much shorter than the cap.
 _CUT_SEARCH_SHARE = 0.5
+# A section under this many tokens does not stand alone: it joins a neighbouring section of
+# its document and page when both fit one chunk (at most band_max tokens) under a common
+# heading. 16% of the 18F handbook's chunks and 26% of CivicActions' were under 50 tokens
+# and crowded the top 5 (docs/decisions/0029-short-chunks.md).
+STUB_TOKENS = 50
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
 _BLANKS = re.compile(r"\s+")
 
@@ -48,6 +59,7 @@ class ChunkingConfig:
     band_max: int = BAND_MAX_TOKENS
     overlap_max: int = OVERLAP_MAX_TOKENS
     max_chars: int = MAX_CHUNK_CHARS
+    stub_tokens: int = STUB_TOKENS
 
 
 def doc_id_for(source: str) -> str:
@@ -152,6 +164,75 @@ def plan_section(tokens: list[int], cfg: ChunkingConfig, chars: list[int] | None
         start, first_new = back, end
 
 
+@dataclass
+class _Run:
+    """Sections chunked together (one, or short ones joined): their paragraphs (a long one
+    cut in pieces), token counts, and the index of each section's first paragraph."""
+
+    sections: list[Section]
+    paras: list[Paragraph] = field(default_factory=list)
+    joinable: list[bool] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+
+    def add(self, other: _Run) -> _Run:
+        n = len(self.paras)
+        return _Run(self.sections + other.sections, self.paras + other.paras, self.joinable + other.joinable,
+                    self.tokens + other.tokens, self.starts + [n + s for s in other.starts])
+
+    def chars(self) -> int:
+        return sum(len(p.text) for p in self.paras) + len(PARAGRAPH_SEPARATOR) * (len(self.paras) - 1)
+
+
+def _run_of(section: Section, count_tokens: Callable[[str], int], cfg: ChunkingConfig) -> _Run:
+    run = _Run([section], starts=[0])
+    for p in section.paragraphs:
+        pieces = cut_paragraph(p.text, cfg.max_chars)
+        run.paras += [Paragraph(piece, p.page) for piece in pieces]
+        run.joinable += [True] + [False] * (len(pieces) - 1)
+    run.tokens = [count_tokens(p.text) for p in run.paras]
+    return run
+
+
+def _fits(a: _Run, b: _Run, cfg: ChunkingConfig) -> bool:
+    """Whether two runs make one chunk: within band_max tokens and the character cap, no
+    cut paragraph, one page, and a heading both sit under."""
+    return (sum(a.tokens) + sum(b.tokens) <= cfg.band_max
+            and a.chars() + len(PARAGRAPH_SEPARATOR) + b.chars() <= cfg.max_chars
+            and all(a.joinable) and all(b.joinable)
+            and len({p.page for p in a.paras + b.paras}) == 1
+            and bool(common_prefix([a.sections[0].heading_path, b.sections[0].heading_path])))
+
+
+def _under(child: _Run, parent: _Run) -> bool:
+    c, p = child.sections[0].heading_path, parent.sections[-1].heading_path
+    return len(c) > len(p) and c[: len(p)] == p
+
+
+def join_short(runs: list[_Run], cfg: ChunkingConfig) -> list[_Run]:
+    """Runs in order, each section under cfg.stub_tokens joined with a neighbour when they
+    fit one chunk: with the run before it, unless it leads sections of its own (a heading
+    and an introduction) and fits with them."""
+    out: list[_Run] = []
+    for i, run in enumerate(runs):
+        if out and _fits(out[-1], run, cfg):
+            leads = i + 1 < len(runs) and _under(runs[i + 1], run) and _fits(run, runs[i + 1], cfg)
+            if sum(out[-1].tokens) < cfg.stub_tokens or (sum(run.tokens) < cfg.stub_tokens and not leads):
+                out[-1] = out[-1].add(run)
+                continue
+        out.append(run)
+    return out
+
+
+def _headings(run: _Run, text_starts: list[int]) -> tuple[tuple[str, ...], str | None, tuple[ChunkSection, ...]]:
+    """The heading path and anchor of a run's chunk, and its sections when it joins several."""
+    if len(run.sections) == 1:
+        return run.sections[0].heading_path, run.sections[0].anchor, ()
+    path = common_prefix([s.heading_path for s in run.sections])
+    parts = tuple(ChunkSection(start, s.heading_path, s.anchor) for start, s in zip(text_starts, run.sections))
+    return path, run.sections[0].anchor_of(len(path)), parts
+
+
 def chunk_document(
     doc: LoadedDocument,
     doc_id: str,
@@ -159,19 +240,19 @@ def chunk_document(
     cfg: ChunkingConfig | None = None,
 ) -> list[Chunk]:
     """Split a loaded document into chunks in reading order; each carries the document's
-    address (as ingest checked it) and its section's anchor."""
+    address (as ingest checked it) and its section's anchor (or its sections' own)."""
     cfg = cfg or ChunkingConfig()
     superseded = doc.superseded()
     chunks: list[Chunk] = []
-    for section in doc.sections:
-        paras: list[Paragraph] = []
-        joinable: list[bool] = []
-        for p in section.paragraphs:
-            pieces = cut_paragraph(p.text, cfg.max_chars)
-            paras += [Paragraph(piece, p.page) for piece in pieces]
-            joinable += [True] + [False] * (len(pieces) - 1)
-        tokens = [count_tokens(p.text) for p in paras]
-        plan = plan_section(tokens, cfg, [len(p.text) for p in paras], joinable)
+    sep = len(PARAGRAPH_SEPARATOR)
+    for run in join_short([_run_of(s, count_tokens, cfg) for s in doc.sections], cfg):
+        paras, tokens = run.paras, run.tokens
+        plan = plan_section(tokens, cfg, [len(p.text) for p in paras], run.joinable)
+        offsets = [0]
+        for p in paras:
+            offsets.append(offsets[-1] + len(p.text) + sep)
+        # A joined run is one chunk (join_short keeps it within the band and the cap).
+        heading_path, anchor, parts = _headings(run, [offsets[i] for i in run.starts])
         prev_end = 0
         for i, (start, end) in enumerate(plan):
             group = paras[start:end]
@@ -193,7 +274,7 @@ def chunk_document(
                     chunk_id=chunk_id_for(doc.source, ordinal, text),
                     doc_id=doc_id,
                     source=doc.source,
-                    heading_path=section.heading_path,
+                    heading_path=heading_path,
                     page=_page_label(group),
                     ordinal=ordinal,
                     text=text,
@@ -202,7 +283,8 @@ def chunk_document(
                     overlap_next=overlap_next,
                     superseded=superseded,
                     url=doc.url,
-                    anchor=section.anchor,
+                    anchor=anchor,
+                    sections=parts,
                 )
             )
             prev_end = end

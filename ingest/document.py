@@ -22,6 +22,18 @@ class Section:
     paragraphs: list[Paragraph] = field(default_factory=list)
     # The id a browser scrolls to for this heading (or the nearest enclosing one), if any.
     anchor: str | None = None
+    # Each heading's own id along the path (None where it has none), when the loader knows
+    # them: the anchor of an enclosing heading, for a chunk that joins short sections.
+    anchors: tuple[str | None, ...] = ()
+
+    def anchor_of(self, depth: int) -> str | None:
+        """The anchor of this section's heading path cut to `depth` headings (the nearest
+        id at or above it); None when unknown."""
+        if depth == len(self.heading_path):
+            return self.anchor
+        if len(self.anchors) != len(self.heading_path):
+            return None
+        return next((a for a in reversed(self.anchors[:depth]) if a), None)
 
 
 # A document that says, near its top, that it no longer holds: its passages are still

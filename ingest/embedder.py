@@ -216,10 +216,10 @@ class Embedder:
             spans += [WindowSpan(a + s.start, a + s.end) for s in self.windows(text[a:b], prefix_tokens)]
         return spans or [WindowSpan(0, len(text))]
 
-    def _prefix(self, chunk: Chunk) -> str:
-        if not chunk.heading_path:
+    def _prefix(self, heading_path: tuple[str, ...]) -> str:
+        if not heading_path:
             return ""
-        ids = self.tokenizer.encode(" > ".join(chunk.heading_path), add_special_tokens=False).ids
+        ids = self.tokenizer.encode(" > ".join(heading_path), add_special_tokens=False).ids
         return self.tokenizer.decode(ids[:HEADING_PREFIX_TOKENS]) + ": "
 
     def _ids(self, texts: Sequence[str]) -> list[tuple[int, ...]]:
@@ -239,9 +239,13 @@ class Embedder:
         windows of several documents and embeds them together, see encode_jobs)."""
         pieces: list[tuple[Chunk, int, WindowSpan, str]] = []
         for chunk in chunks:
-            prefix = self._prefix(chunk)
-            prefix_tokens = self.count_tokens(prefix) if prefix else 0
+            # A chunk that joins short sections: each window under the heading its text
+            # sits under (Chunk.headings_between), sized for the longest of them.
+            paths = [chunk.heading_path, *(s.heading_path for s in chunk.sections)]
+            prefix_tokens = max(self.count_tokens(p) if p else 0 for p in map(self._prefix, paths))
             for i, span in enumerate(self.paragraph_windows(chunk.text, prefix_tokens)):
+                prefix = self._prefix(chunk.headings_between(span.start, span.end) if chunk.sections
+                                      else chunk.heading_path)
                 pieces.append((chunk, i, span, prefix + chunk.text[span.start : span.end]))
         ids = self._ids([p[3] for p in pieces]) if pieces else []
         return [WindowJob(c.chunk_id, i, span, t, text) for (c, i, span, text), t in zip(pieces, ids)]

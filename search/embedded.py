@@ -42,11 +42,18 @@ from search.types import (
     ModelStamp,
     Window,
     WindowScore,
+    sections_as_data,
+    sections_from_data,
     text_hash,
 )
 
 DB_NAME = "citebot.sqlite3"
 LOCK_NAME = "ingest.lock"
+
+
+def _sections_json(c: Chunk) -> str | None:
+    data = sections_as_data(c.sections)
+    return None if data is None else json.dumps(data, ensure_ascii=False)
 
 
 class EmbeddedStore(LexicalReads):
@@ -130,21 +137,23 @@ class EmbeddedStore(LexicalReads):
                     cur = self._db.execute(
                         "INSERT INTO chunks (chunk_id, doc_id, source, ordinal, heading_path,"
                         " page, text, tokens, overlap_prev, overlap_next, superseded, url, anchor,"
-                        " text_hash, changed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " text_hash, changed_at, sections)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             c.chunk_id, c.doc_id, c.source, c.ordinal,
                             json.dumps(list(c.heading_path), ensure_ascii=False), c.page, c.text,
                             c.tokens, c.overlap_prev, c.overlap_next, int(c.superseded),
                             c.url, c.anchor, (h := text_hash(c.text)), kept.get(h, now),
+                            _sections_json(c),
                         ),
                     )
                     rowid = int(cur.lastrowid or 0)
                     rowids[c.chunk_id] = rowid
                     self._db.execute(
                         "INSERT INTO chunks_fts (rowid, text, heading) VALUES (?, ?, ?)",
-                        (rowid, c.text, " ".join(c.heading_path)),
+                        (rowid, c.text, c.heading_text()),
                     )
-                    write_stems(self._db, rowid, c.text, c.heading_path)
+                    write_stems(self._db, rowid, c.text, [c.heading_text()])
                     self._db.execute("DELETE FROM stems_pending WHERE chunk_rowid = ?", (rowid,))
                 self._db.executemany(
                     "INSERT INTO windows VALUES (?, ?, ?, ?, ?)",
@@ -224,7 +233,7 @@ class EmbeddedStore(LexicalReads):
     # -- reads ----------------------------------------------------------------------------
     _CHUNK_COLS = (
         "chunk_id, doc_id, source, heading_path, page, ordinal, text, tokens,"
-        " overlap_prev, overlap_next, superseded, url, anchor"
+        " overlap_prev, overlap_next, superseded, url, anchor, sections"
     )
 
     @staticmethod
@@ -233,7 +242,7 @@ class EmbeddedStore(LexicalReads):
             chunk_id=row[0], doc_id=row[1], source=row[2],
             heading_path=tuple(json.loads(row[3])), page=row[4], ordinal=row[5], text=row[6],
             tokens=row[7], overlap_prev=row[8], overlap_next=row[9], superseded=bool(row[10]),
-            url=row[11], anchor=row[12],
+            url=row[11], anchor=row[12], sections=sections_from_data(json.loads(row[13]) if row[13] else None),
         )
 
     def iter_chunks(self) -> list[Chunk]:

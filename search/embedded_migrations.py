@@ -126,6 +126,14 @@ def m007_turns_by_time(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX turns_by_created ON turns(created_at)")
 
 
+@migration
+def m008_chunk_sections(db: sqlite3.Connection) -> None:
+    """The sections of a chunk that joins short ones (search.types.Chunk.sections), as JSON;
+    NULL for a chunk of one section, as every chunk stored before is. Nothing is re-ingested:
+    an older chunk keeps its one heading, which is right for it."""
+    db.execute("ALTER TABLE chunks ADD COLUMN sections TEXT")
+
+
 def migrate(db: sqlite3.Connection, lock: threading.RLock) -> None:
     """Run the registered steps this store has not had yet, each in one transaction."""
     with lock:
@@ -166,7 +174,7 @@ def write_pending_stems(db: sqlite3.Connection, lock: threading.RLock) -> None:
 
 
 @migration
-def m008_chunk_changes(db: sqlite3.Connection) -> None:
+def m009_chunk_changes(db: sqlite3.Connection) -> None:
     """When a chunk's text last changed, and its text's hash (search.types.text_hash), so a
     turn's citations can be checked against the collection (stale citations). Chunks stored before have no `changed_at` (unknown); their hash is
     computed here from the stored text. (Turns by time use m007's index.)"""

@@ -57,12 +57,28 @@ class ModelStamp:
 
 
 @dataclass(frozen=True)
+class ChunkSection:
+    """One section of a chunk that joins short sections: where its paragraphs begin in the
+    chunk's text, and its own heading path and anchor."""
+
+    start: int
+    heading_path: tuple[str, ...]
+    anchor: str | None = None
+
+
+@dataclass(frozen=True)
 class Chunk:
     """A stored passage. `text` is verbatim source text and is never rebuilt.
 
     `overlap_prev` is the length in characters of the leading paragraphs this chunk
     shares byte for byte with the previous chunk of the same section; `overlap_next`
     the length of the trailing paragraphs it shares with the next one.
+
+    A chunk of one section has that section's heading path and anchor, and no `sections`.
+    A chunk that joins short sections of one document (ingest/chunker.py) lists them in
+    `sections`, in order, each with its own heading and anchor; its `heading_path` and
+    `anchor` are then those of the heading all of them sit under (the longest common
+    prefix), which is right for any part of it (docs/decisions/0029-short-chunks.md).
     """
 
     chunk_id: str
@@ -80,10 +96,59 @@ class Chunk:
     # canonical link, checked at ingest) and the id of its heading in the HTML, when known.
     url: str | None = None
     anchor: str | None = None
+    sections: tuple[ChunkSection, ...] = ()
+
+    def section_spans(self) -> list[tuple[int, int, tuple[str, ...], str | None]]:
+        """(start, end, heading path, anchor) of each section's text in `text`: one span,
+        the whole text, for a chunk of one section."""
+        if not self.sections:
+            return [(0, len(self.text), self.heading_path, self.anchor)]
+        ends = [s.start for s in self.sections[1:]] + [len(self.text)]
+        return [(s.start, end, s.heading_path, s.anchor) for s, end in zip(self.sections, ends)]
+
+    def headings_between(self, start: int, end: int) -> tuple[str, ...]:
+        """The heading path every section overlapping text[start:end] sits under."""
+        paths = [p for a, b, p, _ in self.section_spans() if a < end and b > start] or [self.heading_path]
+        return common_prefix(paths)
+
+    def heading_text(self) -> str:
+        """The words of every heading of the chunk, for the lexical heading field."""
+        if not self.sections:
+            return " ".join(self.heading_path)
+        seen: list[str] = list(self.heading_path)
+        for s in self.sections:
+            seen += [h for h in s.heading_path[len(self.heading_path):] if h not in seen]
+        return " ".join(seen)
 
     def without_overlap_prev(self) -> str:
         """The text with the leading overlap removed (it is already in the previous chunk)."""
         return self.text[self.overlap_prev :].lstrip("\n")
+
+
+def sections_as_data(sections: Sequence[ChunkSection]) -> list[dict] | None:
+    """A chunk's sections as the stores keep them (JSON); None for a chunk of one section."""
+    if not sections:
+        return None
+    return [{"start": s.start, "heading_path": list(s.heading_path), "anchor": s.anchor} for s in sections]
+
+
+def sections_from_data(data: Sequence[dict] | None) -> tuple[ChunkSection, ...]:
+    """A chunk's sections from what a store kept (None or absent: a chunk of one section)."""
+    return tuple(ChunkSection(int(d["start"]), tuple(d.get("heading_path") or ()), d.get("anchor"))
+                 for d in data or ())
+
+
+def common_prefix(paths: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
+    """The longest heading path that starts every one of these."""
+    if not paths:
+        return ()
+    first = paths[0]
+    n = len(first)
+    for p in paths[1:]:
+        n = min(n, len(p))
+        while n and p[:n] != first[:n]:
+            n -= 1
+    return first[:n]
 
 
 @dataclass(frozen=True)

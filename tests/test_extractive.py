@@ -297,11 +297,13 @@ def test_eval_answers_json_per_item_and_summary(runner, tmp_path):
     items.write_text(
         json.dumps({"id": "x1", "kind": "paraphrase", "question": "How often does the Release Train leave?",
                     "must_contain": ["A new Train departs every second Tuesday"]}) + "\n"
-        # An unanswerable question the gate refuses (examples b-33). "How do I claim gym
+        # An unanswerable question the gate refuses (examples a-29). "How do I claim gym
         # membership?" sat at the gate's edge: dense_z -0.09 with windows of 256 tokens,
-        # +0.09 with paragraph windows, so it was answered from the expenses page.
+        # +0.09 with paragraph windows, so it was answered from the expenses page; so did
+        # b-33 ("…years of service…sabbatical?"), answered once short sections were joined
+        # (the same support, the collection's calibration moved; 0029-short-chunks.md).
         + json.dumps({"id": "x2", "kind": "unanswerable",
-                      "question": "After how many years of service can I take a sabbatical?",
+                      "question": "What is the procedure for upgrading the Kubernetes version on the site racks?",
                       "must_contain": []}) + "\n")
     result = runner.invoke(cli, ["eval", str(items), "--answers", "--json"])
     assert result.exit_code == 0, result.output

@@ -42,6 +42,10 @@ def _sources(blocks: list[dict]) -> list[str]:
     ("How do I install the kettle with pip and wait for the whistle?",
      ("<https://kettle.example.org/en/latest/install.html#with-pip|[1] guide/install.html — "
       "Installing › With pip>")),
+    # A chunk that joins the page's three short sections: cited under the one quoted.
+    ("Behind a proxy, which variable do I set first?",
+     ("<https://kettle.example.org/en/latest/install.html#with-pip|[1] guide/install.html — "
+      "Installing › With pip › Behind a proxy>")),
     ("Are taxis after midnight paid back within a week?",
      ("<https://intranet.example.com/travel?lang=en&amp;view=full|[1] travel.md — "
       "Travel &amp; expenses › Taxis &lt;late&gt;>")),

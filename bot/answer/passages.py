@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from bot.answer.checks import quote_in
 from search.types import Chunk, Hit, WindowScore
 
 
@@ -22,6 +23,23 @@ class Passage:
     @property
     def heading(self) -> str:
         return " > ".join(self.chunk.heading_path)
+
+
+def cited_under(chunk: Chunk, quotations: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
+    """The heading path and anchor a passage is cited under. A chunk that joins short
+    sections (Chunk.sections) is cited under the section its quotations stand in, when they
+    all stand in one and in no other; otherwise, and for any other chunk, under its own
+    heading (for a joined chunk, the one all its sections sit under)."""
+    if not chunk.sections or not quotations:
+        return chunk.heading_path, chunk.anchor
+    spans = chunk.section_spans()
+    found = set()
+    for q in quotations:
+        holding = [(path, anchor) for start, end, path, anchor in spans if quote_in(q, chunk.text[start:end])]
+        if len(holding) != 1:
+            return chunk.heading_path, chunk.anchor
+        found.add(holding[0])
+    return found.pop() if len(found) == 1 else (chunk.heading_path, chunk.anchor)
 
 
 def strip_overlap(chunk: Chunk, previous: Chunk | None) -> str:

@@ -17,7 +17,7 @@ from bot.answer.checks import ClaimJudge, check_answer, flag_inline
 from bot.answer.compose import Composer, Composition, streams
 from bot.answer.condense import condense
 from bot.answer.gate import CLOSEST, CLOSEST_LABEL, REFUSED, Gate, Verdict
-from bot.answer.passages import Passage, select_passages, with_windows
+from bot.answer.passages import Passage, cited_under, select_passages, with_windows
 from bot.answer.record import TurnRecord, error_text, failure_text, new_turn_id, pack_vector
 from bot.answer.release import SentenceRelease, Sink
 from bot.memory.redis import RedisUnavailable
@@ -180,9 +180,11 @@ class Answerer:
             record.answer = f"{CLOSEST_LABEL}\n{record.answer}"
         self._remember(record, thread_key)
 
-    def _link(self, chunk: Chunk) -> str | None:
-        """Where a person opens this passage (search/links.py), as recorded and shown."""
-        return links.link_for(chunk.source, chunk.url, chunk.anchor, self.source_url)
+    def _link(self, chunk: Chunk, where: tuple[tuple[str, ...], str | None] | None = None) -> str | None:
+        """Where a person opens this passage (search/links.py), as recorded and shown: at the
+        anchor of `where` when given (the section a quotation stands in), else the chunk's."""
+        anchor = chunk.anchor if where is None else where[1]
+        return links.link_for(chunk.source, chunk.url, anchor, self.source_url)
 
     def _check(self, record: TurnRecord, text: str, passages: list[Passage], retrieval: Retrieval) -> None:
         t = time.perf_counter()
@@ -196,12 +198,20 @@ class Answerer:
             report.claims = judged.claims
             record.claims = judged.as_dict()
             record.timings_ms["claims"] = round((time.perf_counter() - t) * 1000, 2)
+        # A passage that joins short sections is cited under the one its quotations stand in.
+        where = {p.number: cited_under(p.chunk, [q.text for q in report.quotes if q.verified and q.number == p.number])
+                 for p in passages}
+        for entry in record.passages:
+            n = entry["number"]
+            if n in where and where[n] != (by_number[n].chunk.heading_path, by_number[n].chunk.anchor):
+                entry["heading_path"] = list(where[n][0])
+                entry["url"] = self._link(by_number[n].chunk, where[n])
         record.citations = [
             {"marker": c.marker, "chunk_id": c.chunk_id,
              "source": by_number[c.number].chunk.source if c.number in by_number else None,
-             "heading_path": list(by_number[c.number].chunk.heading_path) if c.number in by_number else [],
+             "heading_path": list(where[c.number][0]) if c.number in by_number else [],
              "page": by_number[c.number].chunk.page if c.number in by_number else None,
-             "url": self._link(by_number[c.number].chunk) if c.number in by_number else None,
+             "url": self._link(by_number[c.number].chunk, where[c.number]) if c.number in by_number else None,
              "resolved": c.resolved, "retrieved": c.retrieved}
             for c in report.citations
         ]

@@ -27,7 +27,8 @@ class Outline:
         self.path.append((level, title, anchor))
         # A heading without an id of its own is reached through the nearest one above it.
         nearest = next((a for _, _, a in reversed(self.path) if a), None)
-        self.sections.append(Section(tuple(t for _, t, _ in self.path), anchor=nearest))
+        self.sections.append(Section(tuple(t for _, t, _ in self.path), anchor=nearest,
+                                     anchors=tuple(a for _, _, a in self.path)))
 
     def paragraph(self, text: str, page: str | None = None) -> None:
         if text.strip():

@@ -29,7 +29,16 @@ import numpy as np
 
 from search.elastic.query import SIMILARITY
 from search.text import stem, words
-from search.types import Chunk, ChunkVersion, DocumentRecord, ModelStamp, Window, text_hash
+from search.types import (
+    Chunk,
+    ChunkVersion,
+    DocumentRecord,
+    ModelStamp,
+    Window,
+    sections_as_data,
+    sections_from_data,
+    text_hash,
+)
 
 # Version of the index layout below; an index of another format is refused on open.
 # 2: chunks carry `superseded` (their document says it no longer holds). Fields added
@@ -39,6 +48,8 @@ from search.types import Chunk, ChunkVersion, DocumentRecord, ModelStamp, Window
 # ingest last wrote a different text for the chunk; a chunk without them is hashed from
 # its text when read, and its change time is unknown). An older ingest cannot copy chunks that
 # carry them into its strict mapping: after a downgrade, re-ingest into a new CITEBOT_INDEX.
+# So is `sections` (a chunk that joins short sections: each one's start, heading path and
+# anchor; docs/decisions/0029-short-chunks.md), absent from a chunk of one section.
 # 3: `vocab` indexed (document frequencies and spelling candidates read Lucene's term
 # dictionary), BM25 with FTS5's k1 and b as the default similarity, no stored token
 # fields. A format-2 index is refused: re-ingest into a new CITEBOT_INDEX.
@@ -69,7 +80,7 @@ MAX_TOKEN_CHARS = 255
 
 _CHUNK_FIELDS = [
     "chunk_id", "doc_id", "source", "heading_path", "page", "ordinal", "text", "tokens",
-    "overlap_prev", "overlap_next", "superseded", "url", "anchor",
+    "overlap_prev", "overlap_next", "superseded", "url", "anchor", "sections",
 ]
 
 
@@ -96,6 +107,7 @@ def mapping_for(stamp: ModelStamp, state: str) -> dict[str, Any]:
             "tokens": number, "overlap_prev": number, "overlap_next": number,
             "superseded": {"type": "boolean", "index": False},
             "url": stored, "anchor": stored, "text_hash": stored, "changed_at": stored,
+            "sections": {"type": "object", "enabled": False},
             "words": words_field, "heading": words_field,
             "stems": words_field, "heading_stems": words_field,
             "vocab": {"type": "keyword", "ignore_above": MAX_TOKEN_CHARS},
@@ -133,7 +145,7 @@ def _stems_of(text_words: Sequence[str], heading_words: Sequence[str]) -> dict[s
 def _chunk_action(index: str, c: Chunk, windows: Sequence[Window],
                   changed_at: str | None = None) -> dict[str, Any]:
     text_words = words(c.text)
-    heading_words = words(" ".join(c.heading_path))
+    heading_words = words(c.heading_text())
     return {
         "_op_type": "index", "_index": index, "_id": c.chunk_id,
         "_source": {
@@ -143,6 +155,7 @@ def _chunk_action(index: str, c: Chunk, windows: Sequence[Window],
             "overlap_next": c.overlap_next, "superseded": c.superseded,
             "url": c.url, "anchor": c.anchor,
             "text_hash": text_hash(c.text), "changed_at": changed_at,
+            **({"sections": data} if (data := sections_as_data(c.sections)) else {}),
             "words": " ".join(text_words), "heading": " ".join(heading_words),
             **_stems_of(text_words, heading_words),
             "vocab": sorted(set(text_words) | set(heading_words)),
@@ -162,7 +175,7 @@ def _chunk(src: dict[str, Any]) -> Chunk:
         ordinal=int(src["ordinal"]), text=src["text"], tokens=int(src["tokens"]),
         overlap_prev=int(src.get("overlap_prev", 0)), overlap_next=int(src.get("overlap_next", 0)),
         superseded=bool(src.get("superseded", False)),
-        url=src.get("url"), anchor=src.get("anchor"),
+        url=src.get("url"), anchor=src.get("anchor"), sections=sections_from_data(src.get("sections")),
     )
 
 
