@@ -297,13 +297,12 @@ def test_eval_answers_json_per_item_and_summary(runner, tmp_path):
     items.write_text(
         json.dumps({"id": "x1", "kind": "paraphrase", "question": "How often does the Release Train leave?",
                     "must_contain": ["A new Train departs every second Tuesday"]}) + "\n"
-        # An unanswerable question the gate refuses (examples a-29). "How do I claim gym
-        # membership?" sat at the gate's edge: dense_z -0.09 with windows of 256 tokens,
-        # +0.09 with paragraph windows, so it was answered from the expenses page; so did
-        # b-33 ("…years of service…sabbatical?"), answered once short sections were joined
-        # (the same support, the collection's calibration moved; 0029-short-chunks.md).
+        # A question nothing in the collection touches: the flat refusal. Near misses such
+        # as examples a-29 (Kubernetes on the site racks) or b-33 (a sabbatical) are
+        # answered as "the closest the documents come" by the three-outcome gate
+        # (0033-three-outcome-gate.md), so they no longer show a refusal's empty lists.
         + json.dumps({"id": "x2", "kind": "unanswerable",
-                      "question": "What is the procedure for upgrading the Kubernetes version on the site racks?",
+                      "question": "How do I tune the carburettor of a vintage motorcycle?",
                       "must_contain": []}) + "\n")
     result = runner.invoke(cli, ["eval", str(items), "--answers", "--json"])
     assert result.exit_code == 0, result.output
