@@ -85,11 +85,12 @@ def test_a_window_the_model_would_truncate_is_refused(embedder):
         embedder.encode_texts(["word " * 400])
 
 
-def test_the_bundled_model_runs_through_the_plain_forward_pass(embedder):
-    from ingest.minilm import MiniLM, unsupported
+def test_the_bundled_model_runs_on_onnx_runtime(embedder):
+    from ingest.minilm import unsupported
+    from ingest.onnx_encoder import OnnxModel
 
     assert unsupported(embedder.model_dir) is None
-    assert isinstance(embedder.model, MiniLM)
+    assert isinstance(embedder.model, OnnxModel)
 
 
 def test_a_model_the_forward_pass_does_not_reproduce_runs_through_sentence_transformers(embedder, tmp_path):
