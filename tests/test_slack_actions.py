@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from bot.slack.render import (
@@ -149,5 +151,5 @@ def test_a_vote_on_a_turn_the_log_no_longer_holds_is_said_and_not_recorded(stand
     (note,) = standin.calls("response_url")
     assert "not in the turn log any more" in note.params["text"] and gone in note.params["text"]
     assert note.params["response_type"] == "ephemeral"
-    h.components.turnlog.put_turn(gone, "2025-01-01T00:00:00+00:00", {"question": "q"})
+    h.components.turnlog.put_turn(gone, datetime.now(UTC).isoformat(), {"question": "q"})
     assert h.components.turnlog.get_turn(gone)["feedback"] == []  # no orphan vote was kept

@@ -108,7 +108,8 @@ class ExpiringTurnLog:
 
     def get_turn(self, turn_id: str) -> dict | None:
         record = self.inner.get_turn(turn_id)
-        if record is not None and str(record.get("created_at", "")) < cutoff(self.retention_days):
+        created = record.get("created_at") if record is not None else None
+        if created and str(created) < cutoff(self.retention_days):
             return None  # past retention, not yet deleted: as good as gone
         return record
 
