@@ -63,7 +63,7 @@ def put(log, turn_id: str, age_days: float, user: str = "U1", thread: str | None
                                     "channel": "C1", "thread": thread, "question": "q"})
 
 
-BACKENDS = ["embedded", "redis"]
+BACKENDS = ["embedded", pytest.param("redis", marks=pytest.mark.redis)]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -124,6 +124,7 @@ def test_the_embedded_log_deletes_expired_turns_as_it_writes(tmp_path):
         assert log.get_turn("t-new-1") is not None and log.get_turn("t-new-2") is not None
 
 
+@pytest.mark.redis
 def test_redis_keys_live_for_the_retention(client, redis_prefix):
     log = RedisTurnLog(client, prefix=redis_prefix, ttl_s=3 * DAY)
     put(log, "t-1", 0)

@@ -74,7 +74,7 @@ def test_a_thread_that_is_others_is_read_once(standin, start_bot, small_store):
     assert standin.calls("chat.postMessage") == []
 
 
-@pytest.mark.parametrize("backend", ["in_process", "redis"])
+@pytest.mark.parametrize("backend", ["in_process", pytest.param("redis", marks=pytest.mark.redis)])
 def test_the_recall_memo_backs_off_and_remembers_others_threads(backend, request):
     if backend == "in_process":
         memo = InProcessRecallMemo()
