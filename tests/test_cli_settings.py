@@ -129,6 +129,7 @@ def run_citebot(argv: tuple[str, ...], env: dict[str, str], cwd: Path,
                                **env}, capture_output=True, text=True, check=False)
 
 
+@pytest.mark.slow  # a process per case: the fast run leaves them to CI
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_bad_setting_is_one_line_naming_it_without_its_secret(name, tmp_path):
     case = CASES[name]

@@ -30,6 +30,9 @@ from bot.testing.anthropic_standin import (
 )
 from bot.wiring import Components
 
+# Seconds per test (timeouts, killed processes): the fast run leaves them to CI.
+pytestmark = pytest.mark.slow
+
 API_KEY = "sk-ant-test-0123456789abcdef"
 MODEL = "claude-test-model"
 QUESTION = "When does a Release Train depart, and what happens to changes that miss the cut-off?"

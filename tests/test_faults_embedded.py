@@ -39,6 +39,9 @@ from search.retrieval_config import RetrievalConfig
 from search.retrieve import Retriever
 from tests.conftest import HANDBOOK, REPO
 
+# Seconds per test (timeouts, killed processes): the fast run leaves them to CI.
+pytestmark = pytest.mark.slow
+
 CHILD = [sys.executable, "-m", "bot.testing.ingest_child"]
 CHILD_TIMEOUT_S = 120  # a hang guard, not a timing
 
