@@ -1,5 +1,5 @@
-"""Loaders: Markdown, HTML, plain text, PDF and office files (.docx, .pptx, .odt) into
-sections of verbatim paragraphs.
+"""Loaders: Markdown, HTML (a Confluence export's pages among them), plain text, CSV tables,
+PDF and office files (.docx, .pptx, .odt) into sections of verbatim paragraphs.
 
 Paragraph text is kept as the source has it (Markdown and text: the lines between
 blank lines, byte for byte; HTML: the text as displayed, entities decoded and white
@@ -9,7 +9,8 @@ Headings become the heading path, never paragraph text.
 
 One module per format (markdown.py, which reads plain text too; html.py; pdf.py; docx.py,
 pptx.py, odt.py on package.py's bounded zip and XML reading and flow.py's paragraphs and
-table rows), what they share in common.py, and the choice by extension in dispatch.py.
+table rows; confluence.py for a Confluence export's pages; table.py for CSV), what they
+share in common.py, and the choice by extension in dispatch.py.
 """
 
 from __future__ import annotations

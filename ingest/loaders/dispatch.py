@@ -1,5 +1,6 @@
-"""Which loader reads a file: its format by extension (FORMATS), then the checks every file
-passes (not empty, some text found, under the character limit).
+"""Which loader reads a file: its format by extension (FORMATS; an HTML page exported by
+Confluence by its markup), then the checks every file passes (not empty, some text found,
+under the character limit).
 """
 
 from __future__ import annotations
@@ -9,18 +10,20 @@ from pathlib import Path
 from ingest.document import LoadedDocument
 from ingest.limits import DEFAULT_LIMITS, Limits, over, read_file
 from ingest.loaders.common import decode_text
+from ingest.loaders.confluence import is_confluence_page, load_confluence
 from ingest.loaders.docx import load_docx
 from ingest.loaders.html import load_html
 from ingest.loaders.markdown import load_markdown
 from ingest.loaders.odt import load_odt
 from ingest.loaders.pdf import load_pdf
 from ingest.loaders.pptx import load_pptx
+from ingest.loaders.table import load_csv
 from search.errors import IngestError
 
 FORMATS = {
     ".md": "markdown", ".markdown": "markdown", ".txt": "text", ".text": "text",
     ".html": "html", ".htm": "html", ".pdf": "pdf",
-    ".docx": "docx", ".pptx": "pptx", ".odt": "odt",
+    ".docx": "docx", ".pptx": "pptx", ".odt": "odt", ".csv": "csv",
 }
 # The office formats: zip packages of XML (ingest/loaders/package.py).
 _OFFICE = {"docx": load_docx, "pptx": load_pptx, "odt": load_odt}
@@ -51,6 +54,10 @@ def parse(data: bytes, fmt: str, source: str, limits: Limits = DEFAULT_LIMITS) -
             doc = load_markdown(text, source)
         elif fmt == "text":
             doc = load_markdown(text, source, atx=False, fmt="text")
+        elif fmt == "csv":
+            doc = load_csv(text, source, limits)
+        elif is_confluence_page(text):
+            doc = load_confluence(text, source, limits)
         else:
             doc = load_html(text, source, limits)
     if not doc.sections:

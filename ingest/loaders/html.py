@@ -32,8 +32,11 @@ class _HTMLOutline(HTMLParser):
     # "<ul><li><div>" + "<span>" * 990 + "<li>x</li>" * 100_000 (1 MB) take 23.7 s.
     SCOPE_SCAN = 128
 
-    def __init__(self, main_only: bool = False, max_depth: int = DEFAULT_LIMITS.max_depth) -> None:
+    def __init__(self, main_only: bool = False, max_depth: int = DEFAULT_LIMITS.max_depth,
+                 extra_names: frozenset[str] = frozenset()) -> None:
         super().__init__(convert_charrefs=True)
+        # Furniture names of one generator only (a Confluence export's), besides the common ones.
+        self.furniture_names = furniture.FURNITURE_NAMES | extra_names
         self.outline = Outline()
         self.max_depth = max_depth
         # How many of each tag are open: an end tag with none open is dropped at once (a
@@ -77,7 +80,7 @@ class _HTMLOutline(HTMLParser):
         page_level = self.content == 0
         if tag in furniture.FURNITURE_TAGS or role in furniture.FURNITURE_ROLES:
             return True
-        if names & furniture.FURNITURE_NAMES or {"contents", "topic"} <= names:
+        if names & self.furniture_names or {"contents", "topic"} <= names:
             return True
         if page_level and (tag in furniture.PAGE_LEVEL_TAGS or names & furniture.PAGE_LEVEL_NAMES):
             return True
@@ -327,8 +330,9 @@ class _TooDeep(Exception):
         self.depth = depth
 
 
-def _parse_html(text: str, source: str, main_only: bool, limits: Limits) -> _HTMLOutline:
-    parser = _HTMLOutline(main_only=main_only, max_depth=limits.max_depth)
+def _parse_html(text: str, source: str, main_only: bool, limits: Limits,
+                extra_names: frozenset[str] = frozenset()) -> _HTMLOutline:
+    parser = _HTMLOutline(main_only=main_only, max_depth=limits.max_depth, extra_names=extra_names)
     try:
         parser.feed(text)
         parser.close()
@@ -338,11 +342,13 @@ def _parse_html(text: str, source: str, main_only: bool, limits: Limits) -> _HTM
     return parser
 
 
-def load_html(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> LoadedDocument:
-    """An HTML page as sections; with a main landmark, only what is inside it."""
-    parser = _parse_html(text, source, bool(_MAIN_LANDMARK.search(text)), limits)
+def load_html(text: str, source: str, limits: Limits = DEFAULT_LIMITS,
+              extra_names: frozenset[str] = frozenset()) -> LoadedDocument:
+    """An HTML page as sections; with a main landmark, only what is inside it. `extra_names`:
+    class and id names that are furniture in this page's generator only."""
+    parser = _parse_html(text, source, bool(_MAIN_LANDMARK.search(text)), limits, extra_names)
     if parser.main_only and not parser.outline.result():  # an empty main: read the whole page
-        parser = _parse_html(text, source, False, limits)
+        parser = _parse_html(text, source, False, limits, extra_names)
     title = " ".join("".join(parser.title).split()) or parser.outline.first_heading()
     return LoadedDocument(source, title or Path(source).stem, "html", parser.outline.result(),
                           url=parser.address())
