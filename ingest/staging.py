@@ -10,8 +10,11 @@ the source is deleted within that folder only (ingest/pipeline.py deletes by fol
   commit no longer has are removed. A submodule or a symbolic link is skipped with a reason.
 - folder: a mirror of the files ingest would read there (ingest/discovery.py: links and
   names refused, with their reasons), copied when their size or time changed.
-- archive (.zip): extracted into a new folder which then replaces the old one; a member
-  with an absolute path or ".." refuses the whole archive, members and bytes are bounded.
+- archive (.zip): extracted into a new folder which then replaces the old one
+  (ingest/archives.py).
+
+A folder or an archive holding a Confluence or Notion export is staged as ingest/exports.py
+plans: its index and icons left out, Notion's ids taken out of the names.
 
 Any failure raises before the store is touched: the source's documents stay as they were.
 """
@@ -22,12 +25,11 @@ import os
 import re
 import shutil
 import stat
-import zipfile
-import zlib
 from pathlib import Path
 
 from ingest import git
 from ingest.discovery import Skipped, discover
+from ingest.exports import plan
 from ingest.limits import DEFAULT_LIMITS, Limits, read_file
 from ingest.sources import Source
 from search.errors import CitebotError, IngestError
@@ -152,14 +154,17 @@ def stage_folder(source: Source, root: Path, limits: Limits = DEFAULT_LIMITS) ->
         raise SyncError(f"the folder {source.location} {'is not a folder' if folder.exists() else 'does not exist'}"
                         " (unmounted?); its documents are kept until it is back")
     found, refused = discover([folder])
-    skipped = [Skipped(f"{source.name}/{s.source}", s.reason) for s in refused]
+    export = plan([f.source for f in found])
+    skipped = [Skipped(f"{source.name}/{s.source}", s.reason) for s in refused + export.skipped]
     docs = root / source.name
     docs.mkdir(parents=True, exist_ok=True)
-    keep = {f.source for f in found}
+    keep = set(export.names.values())
     _prune(docs, keep)
     _clear_conflicts(docs, keep)
     for f in found:
-        target = docs / f.source
+        if f.source not in export.names:
+            continue
+        target = docs / export.names[f.source]
         try:
             st = os.stat(f.path, follow_symlinks=False)
             if not stat.S_ISREG(st.st_mode):
@@ -177,48 +182,3 @@ def stage_folder(source: Source, root: Path, limits: Limits = DEFAULT_LIMITS) ->
         except OSError as exc:
             skipped.append(Skipped(f"{source.name}/{f.source}", f"unreadable ({exc.strerror or exc})"))
     return skipped
-
-
-def extract_zip(archive: Path, into: Path, limits: Limits = DEFAULT_LIMITS) -> list[Skipped]:
-    """Extract a .zip into a new folder `into`, safely; SyncError for an archive refused whole."""
-    try:
-        with zipfile.ZipFile(archive) as z:
-            infos = z.infolist()
-            if len(infos) > MAX_ARCHIVE_MEMBERS:
-                raise SyncError(f"the archive has {len(infos):,} members, over {MAX_ARCHIVE_MEMBERS:,}")
-            for i in infos:
-                if _unsafe(i.filename.rstrip("/")):
-                    raise SyncError(f"the archive member {i.filename[:200]!r} would be written outside its "
-                                    "folder (an absolute path or '..'): the archive is refused whole")
-            skipped: list[Skipped] = []
-            total = 0
-            into.mkdir(parents=True)
-            for i in infos:
-                name = i.filename
-                if i.is_dir() or _hidden(name):
-                    continue
-                if stat.S_ISLNK(i.external_attr >> 16):
-                    skipped.append(Skipped(name, "symbolic link in the archive (not followed)"))
-                    continue
-                if i.file_size > limits.max_bytes:
-                    skipped.append(_too_big(name, i.file_size, limits))
-                    continue
-                with z.open(i) as member:
-                    data = member.read(limits.max_bytes + 1)  # a header may lie about the size
-                if len(data) > limits.max_bytes:
-                    skipped.append(_too_big(name, len(data), limits))
-                    continue
-                total += len(data)
-                if total > MAX_ARCHIVE_BYTES:
-                    raise SyncError(f"the archive holds over {MAX_ARCHIVE_BYTES:,} bytes extracted, over the "
-                                    "limit for one archive: split the export")
-                target = into / name
-                if target.exists() and target.is_dir():
-                    skipped.append(Skipped(name, "both a file and a folder in the archive"))
-                    continue
-                _clear_conflicts(into, {name})
-                _write(target, data)
-            return skipped
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, ValueError,
-            zlib.error) as exc:
-        raise SyncError(f"the archive cannot be read ({exc}); export it again") from None

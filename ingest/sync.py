@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ingest.archives import extract_zip
 from ingest.chunker import ChunkingConfig
 from ingest.discovery import Skipped
 from ingest.embedding import IngestEmbedder
@@ -31,7 +32,7 @@ from ingest.pipeline import IngestSummary, ingest, recalibrate
 from ingest.planning import CommitLinks
 from ingest.reading import IngestWarning
 from ingest.sources import Source
-from ingest.staging import SyncError, extract_zip, stage_folder, stage_git
+from ingest.staging import SyncError, stage_folder, stage_git
 from search.errors import CitebotError
 from search.store import Store
 
