@@ -2,7 +2,7 @@
 export), by the names of their files, and staged under the names a citation should show.
 
 - **Confluence** (Space tools > Export > HTML): an `index.html` beside pages named
-  `Title_<page id>.html` or the export's `styles/site.css`. The index page (the space's
+  `Title_<page id>.html` (or `<page id>.html`). The index page (the space's
   details and page tree), the style sheets and Confluence's icons (`images/`) are left out
   with their reason; an attachment (`attachments/<page id>/<id>.<ext>`) is ingested when
   citebot reads its format, else left out saying so. Pages keep their names; their
@@ -34,8 +34,8 @@ from ingest.loaders import FORMATS
 _NOTION = re.compile(r"^(?P<title>.*?) ?(?P<id>[0-9a-f]{32})(?P<all>_all)?$")
 # The folder a Notion export wraps everything in: Export-<uuid>.
 _NOTION_WRAPPER = re.compile(r"^Export-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}$")
-# A Confluence Cloud page file: Title_<page id>.html.
-_CONFLUENCE_PAGE = re.compile(r"_\d+\.html?$")
+# A Confluence page file: Title_<page id>.html, or <page id>.html (older servers).
+_CONFLUENCE_PAGE = re.compile(r"(?:^|_)\d+\.html$")
 # The digits of a Notion id kept when two siblings would share a name: 8 hex digits
 # (32 bits) tell a handful of same-named pages apart (docs/decisions/0039-wiki-exports.md).
 SHORT_ID = 8
@@ -61,16 +61,14 @@ def _unreadable(name: str) -> Skipped | None:
 
 
 def _confluence_root(names: list[str]) -> str | None:
-    """The folder ('' or 'SPACE/') of a Confluence export among these names, or None."""
-    present = set(names)
+    """The folder ('' or 'SPACE/') of a Confluence export among these names, or None: one
+    holding index.html and pages named by their ids (read in one pass over the names)."""
+    by_folder: dict[str, list[str]] = defaultdict(list)
     for n in names:
-        if PurePosixPath(n).name != "index.html":
-            continue
-        root = n[: -len("index.html")]
-        if f"{root}styles/site.css" in present:
-            return root
-        siblings = [m for m in names if m.startswith(root) and "/" not in m[len(root):]]
-        if any(_CONFLUENCE_PAGE.search(m) for m in siblings):
+        folder, _, base = n.rpartition("/")
+        by_folder[folder + "/" if folder else ""].append(base)
+    for root, files in sorted(by_folder.items()):
+        if "index.html" in files and any(_CONFLUENCE_PAGE.search(f) for f in files):
             return root
     return None
 

@@ -155,7 +155,9 @@ def test_names_that_only_look_like_an_export_are_kept_as_they_are():
     names = ["notes.md", "guide.md", "build 0123456789abcdef0123456789abcdef.md", "a.md"]
     p = plan(names)
     assert p.kind is None and p.names == {n: n for n in names}
-    assert plan(["index.html", "about.html"]).kind is None  # no pages named Title_<id>.html, no site.css
+    # A static site's index beside its pages and style sheet: no page is named by its id.
+    assert plan(["index.html", "about.html", "styles/site.css"]).kind is None
+    assert plan(["ENG/index.html", "ENG/12345.html"]).kind == "confluence"  # an older server's page names
 
 
 def test_archive_limits_skip_or_refuse_with_their_reasons(tmp_path, store, monkeypatch):
