@@ -187,3 +187,20 @@ def test_archive_limits_skip_or_refuse_with_their_reasons(tmp_path, store, monke
     with zipfile.ZipFile(archive) as z:  # the bomb really is one: its ratio as stored
         info = z.getinfo("docs/bomb.md")
         assert info.file_size / info.compress_size > archives.MAX_ARCHIVE_RATIO
+
+
+def test_a_csv_file_is_a_table_within_the_text_limit(tmp_path):
+    table = tmp_path / "people.csv"
+    table.write_text('Name,Team\n"Ana Ruiz","Platform, on call"\n,\nSam Lee,Data,extra\n', "utf-8")
+    doc = load(table, "people.csv")
+    assert doc.title == "people" and doc.format == "csv"
+    assert [p.text for p in doc.sections[0].paragraphs] == [
+        "Name: Ana Ruiz | Team: Platform, on call", "Name: Sam Lee | Team: Data | column 3: extra"]
+    long = tmp_path / "long.csv"
+    long.write_text("Name,Notes\nx," + "y" * 2_000 + "\n", "utf-8")
+    with pytest.raises(IngestError, match="not a readable CSV file"):
+        load(long, "long.csv", Limits(max_chars=1_000))
+    headless = tmp_path / "empty-header.csv"
+    headless.write_text(",,\na,b,c\n", "utf-8")
+    with pytest.raises(IngestError, match="no header row"):
+        load(headless, "empty-header.csv")
