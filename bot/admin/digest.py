@@ -28,9 +28,10 @@ SEND_WEEKDAY = 0  # Monday
 # read it at the start of their week (docs/decisions/0040-admin-page.md).
 SEND_HOUR = 9
 # Five minutes between looks at the clock: a digest is at most that late, and the check
-# is one Redis round trip when it is due.
+# is one Redis round trip when it is due (docs/decisions/0040-admin-page.md).
 CHECK_EVERY_S = 300.0
 # A claim outlives its week by a day, so a slow replica's late look cannot send it twice.
+# (docs/decisions/0040-admin-page.md)
 DIGEST_KEY_TTL_S = 8 * 24 * 3600
 TOPICS = 5  # topics in the message
 PERIOD = timedelta(days=7)
