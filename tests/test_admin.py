@@ -19,7 +19,7 @@ import pytest
 from bot.admin.auth import COOKIE
 from bot.admin.setup import admin_for, digest_for
 from bot.settings import load_settings
-from bot.slack.server import SlackHttpServer
+from bot.slack.server import ProbeServer, SlackHttpServer
 from bot.testing.slack_standin import SIGNING_SECRET
 from ingest.pipeline import ingest
 from search.embedded import EmbeddedStore
@@ -164,6 +164,20 @@ def test_without_a_valid_token_or_cookie_nothing_is_shown(site):
     status, _, body = _get(server, "/admin", _bearer(TOKEN))
     assert status == 200 and "Coverage by folder" in body
     assert _get(server, "/healthz")[0] == 200  # the probes and Slack's path still behind it
+
+
+@pytest.mark.parametrize("site", ["embedded"], indirect=True)
+def test_in_socket_mode_the_probe_port_serves_admin(site):
+    _server, asked, h = site
+    probes = ProbeServer(host="127.0.0.1", port=0, readiness=h.components.readiness,
+                         admin=admin_for(h.components)).start()
+    try:
+        assert _get(probes, "/admin")[0] == 401
+        status, _, body = _get(probes, "/admin/turns?filter=voted_down", _bearer(TOKEN))
+        assert status == 200 and asked["sabbatical"].turn_id in body and asked["script"].turn_id not in body
+        assert _get(probes, "/healthz")[0] == 200
+    finally:
+        probes.shutdown()
 
 
 def test_admin_is_off_without_a_token(start_bot, small_store):

@@ -35,8 +35,11 @@ def digest_for(components: Any, client: Any, **kwargs: Any) -> WeeklyDigest | No
     def report(period: Any, now: Any) -> dict[str, Any]:
         store = components.reading_store()
         stamp = store.stamp()
+        # Only sources the digest channel's scope may read are named; its questions come
+        # from every channel (the channel is the owners' own).
+        scope = reader.scope_of(settings.gaps_channel)
         return build_report(components.turnlog, store, reader.encode, period=period,
-                            dims=stamp.dims if stamp else None, now=now)
+                            scope_of=lambda _c: scope, dims=stamp.dims if stamp else None, now=now)
 
     claims = (RedisClaims(components.redis, components.prefix) if components.redis is not None
               else InProcessClaims())
