@@ -46,9 +46,14 @@ _URLS: dict[str, tuple[tuple[str, ...], str]] = {
     "redis_url": (("redis", "rediss", "unix"), "redis://localhost:6379/0"),
     "anthropic_base_url": (("http", "https"), "https://api.anthropic.com"),
     "slack_api_url": (("http", "https"), "https://slack.com/api/"),
+    "admin_url": (("http", "https"), "https://citebot.example.com"),
 }
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _BLANK_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")
+# An admin token's shortest length: 16 characters of `openssl rand -hex 16` output are
+# 64 bits, beyond guessing over HTTP (docs/decisions/0040-admin-page.md).
+ADMIN_TOKEN_MIN_CHARS = 16
+_CHANNEL_ID = re.compile(r"^[CDG][A-Z0-9]{2,}$")
 
 
 def _default_store() -> Path:
@@ -128,6 +133,12 @@ class Settings(BaseSettings):
     turn_retention_days: int = Field(
         90, ge=1, le=3650,
         description="days a turn and its thread state are kept (bot/memory/retention.py)")
+    admin_token: SecretStr | None = Field(
+        None, description="tokens of the /admin page, comma-separated; TOKEN:CHANNEL binds one "
+                          "to a channel's scope (bot/admin/); unset = /admin is off")
+    admin_url: str | None = Field(None, description="the address /admin is reached at, for links")
+    gaps_channel: str | None = Field(
+        None, description="channel id of the weekly gaps digest (bot/admin/digest.py); unset = none")
     # Per-file limits of `citebot ingest` (ingest/limits.py, beside what set each default).
     ingest_max_bytes: int = Field(MAX_FILE_BYTES, gt=0, description="bytes of one file")
     ingest_max_pages: int = Field(MAX_PDF_PAGES, gt=0, description="pages of one PDF")
@@ -198,6 +209,24 @@ class Settings(BaseSettings):
                              "(8-bit weights: smaller, a little less exact)")
         return v
 
+    @field_validator("admin_token")
+    @classmethod
+    def _admin_token(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is None or not v.get_secret_value().strip():
+            return None
+        admin_tokens(v.get_secret_value())  # raises with what is wrong, never the token
+        return v
+
+    @field_validator("gaps_channel")
+    @classmethod
+    def _gaps_channel(cls, v: str | None) -> str | None:
+        if v in (None, ""):
+            return None
+        if not _CHANNEL_ID.match(v):
+            raise ValueError(f"{v!r} is not a channel id: copy it from the channel's details "
+                             "in Slack, e.g. C0123ABCD")
+        return v
+
     @field_validator("slash_command")
     @classmethod
     def _slash(cls, v: str) -> str:
@@ -219,6 +248,24 @@ def load_settings(**overrides: Any) -> Settings:
         problems = [f"{env_name(str(err['loc'][0]) if err['loc'] else '')}: "
                     + err["msg"].removeprefix("Value error, ") for err in exc.errors()]
         raise ConfigError("bad setting: " + "; ".join(problems)) from None
+
+
+def admin_tokens(value: str) -> list[tuple[str, str | None]]:
+    """CITEBOT_ADMIN_TOKEN read: each comma-separated entry is a token, or TOKEN:CHANNEL for
+    one that shows only that channel's turns and what its scope may read. ValueError says
+    which entry is wrong and why, without quoting any token."""
+    out: list[tuple[str, str | None]] = []
+    for n, entry in enumerate(value.split(","), 1):
+        token, _, channel = entry.strip().partition(":")
+        if len(token) < ADMIN_TOKEN_MIN_CHARS or _BLANK_OR_CONTROL.search(token):
+            raise ValueError(f"entry {n}: a token is at least {ADMIN_TOKEN_MIN_CHARS} characters "
+                             "with no space (make one with `openssl rand -hex 16`)")
+        if channel and not _CHANNEL_ID.match(channel):
+            raise ValueError(f"entry {n}: after ':' comes a channel id such as C0123ABCD")
+        out.append((token, channel or None))
+    if len({t for t, _ in out}) != len(out):
+        raise ValueError("a token appears twice: give each channel its own token")
+    return out
 
 
 def source_tokens(sources: list[Source]) -> dict[str, str]:

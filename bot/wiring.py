@@ -317,6 +317,16 @@ def serve(components: Components, *, port: int = 3000, socket: bool = False,
         raise ConfigError(
             "Socket Mode needs SLACK_APP_TOKEN: create an app-level token with the "
             "connections:write scope (xapp-…) on the app's Basic Information page")
+    from bot.admin.setup import admin_for, digest_for
+
     bot = build_bot(components, socket_mode=socket)
-    run(bot, port=port, host=host, socket=socket, app_token=settings.slack_app_token,
-        probe_port=settings.metrics_port, readiness=components.readiness)
+    digest = digest_for(components, bot.client)  # the weekly gaps digest, when configured
+    if digest is not None:
+        digest.start()
+    try:
+        run(bot, port=port, host=host, socket=socket, app_token=settings.slack_app_token,
+            probe_port=settings.metrics_port, readiness=components.readiness,
+            admin=admin_for(components))
+    finally:
+        if digest is not None:
+            digest.stop()

@@ -51,6 +51,7 @@ MAX_BODY_BYTES = 1 << 20
 # Readiness: each check's name -> "ok" or what is wrong.
 Readiness = Callable[[], dict[str, str]]
 WsgiApp = Callable[..., Iterable[bytes]]
+Middleware = Callable[[WsgiApp], WsgiApp]  # e.g. the /admin pages (bot/admin/app.py)
 
 
 class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
@@ -161,11 +162,12 @@ def guarded(inner: WsgiApp, signing_secret: str, path: str = EVENTS_PATH,
 
 
 def wsgi_app(app: App, signing_secret: str, path: str = EVENTS_PATH,
-             readiness: Readiness | None = None) -> WsgiApp:
-    """Bolt's WSGI handler behind the size and signature guard, plus the probes; usable
-    under any WSGI server. The secret is the one the Bolt app was built with (passed in
-    explicitly: Bolt's own copy is private)."""
-    return probes(readiness, guarded(SlackRequestHandler(app, path=path), signing_secret, path))
+             readiness: Readiness | None = None, admin: Middleware | None = None) -> WsgiApp:
+    """Bolt's WSGI handler behind the size and signature guard, plus the probes (and /admin,
+    bot/admin/, when given); usable under any WSGI server. The secret is the one the Bolt
+    app was built with (passed in explicitly: Bolt's own copy is private)."""
+    slack = guarded(SlackRequestHandler(app, path=path), signing_secret, path)
+    return probes(readiness, admin(slack) if admin else slack)
 
 
 class _Server:
@@ -223,8 +225,9 @@ class SlackHttpServer(_Server):
     LISTENING_EVENT = "slack_http_listening"
 
     def __init__(self, app: App, *, signing_secret: str, host: str = "0.0.0.0", port: int = 3000,
-                 path: str = EVENTS_PATH, readiness: Readiness | None = None) -> None:
-        super().__init__(wsgi_app(app, signing_secret, path, readiness), host=host, port=port, path=path)
+                 path: str = EVENTS_PATH, readiness: Readiness | None = None,
+                 admin: Middleware | None = None) -> None:
+        super().__init__(wsgi_app(app, signing_secret, path, readiness, admin), host=host, port=port, path=path)
 
 
 class ProbeServer(_Server):
@@ -233,5 +236,5 @@ class ProbeServer(_Server):
     LISTENING_EVENT = "probe_http_listening"
 
     def __init__(self, *, host: str = "0.0.0.0", port: int = 9091,
-                 readiness: Readiness | None = None) -> None:
-        super().__init__(probes(readiness), host=host, port=port)
+                 readiness: Readiness | None = None, admin: Middleware | None = None) -> None:
+        super().__init__(probes(readiness, admin(_not_found) if admin else _not_found), host=host, port=port)
