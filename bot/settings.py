@@ -49,6 +49,13 @@ _URLS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _BLANK_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")
+_CLIENT_ID = re.compile(r"[0-9]+\.[0-9]+")
+_SCOPE = re.compile(r"[a-z][a-z_.]*(:[a-z_.]+)*")
+# The bot scopes of slack/manifest.yml (tests/test_slack_oauth.py checks they agree): an
+# install asks for what the manifest's single-workspace app has.
+BOT_SCOPES = ("app_mentions:read", "chat:write", "commands", "channels:history", "groups:history",
+              "im:history", "mpim:history", "metadata.message:read", "channels:read", "groups:read",
+              "im:read")
 
 
 def _default_store() -> Path:
@@ -116,6 +123,14 @@ class Settings(BaseSettings):
     slack_app_token: SecretStr | None = Field(
         None, validation_alias=AliasChoices("SLACK_APP_TOKEN", "CITEBOT_SLACK_APP_TOKEN"))
     slack_api_url: str | None = Field(None, description="Slack Web API base URL (stand-ins)")
+    # Installs in many workspaces through OAuth v2 when both are set (Bolt's names; docs/slack.md).
+    slack_client_id: str | None = Field(
+        None, validation_alias=AliasChoices("SLACK_CLIENT_ID", "CITEBOT_SLACK_CLIENT_ID"))
+    slack_client_secret: SecretStr | None = Field(
+        None, validate_default=True, validation_alias=AliasChoices("SLACK_CLIENT_SECRET", "CITEBOT_SLACK_CLIENT_SECRET"))
+    slack_scopes: str = Field(
+        ",".join(BOT_SCOPES), validation_alias=AliasChoices("SLACK_SCOPES", "CITEBOT_SLACK_SCOPES"),
+        description="bot scopes an install asks for, comma-separated; default: slack/manifest.yml's")
     slash_command: str = "/ask"
     source_url: str | None = Field(
         None, description="link template for sources, e.g. https://wiki.example.com/{path}")
@@ -197,6 +212,44 @@ class Settings(BaseSettings):
             raise ValueError(f"{v!r} is not a precision: use fp32 (the default) or int8 "
                              "(8-bit weights: smaller, a little less exact)")
         return v
+
+    @field_validator("slack_client_id")
+    @classmethod
+    def _client_id(cls, v: str | None) -> str | None:
+        if v in (None, ""):
+            return None
+        if not _CLIENT_ID.fullmatch(v):
+            raise ValueError("is not a Slack client id: copy the Client ID (digits and a dot) "
+                             "from the app's Basic Information page")
+        return v
+
+    @field_validator("slack_client_secret")
+    @classmethod
+    def _client_secret(cls, v: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if v is not None and not v.get_secret_value().strip():
+            v = None
+        if "slack_client_id" not in info.data:  # the id itself was refused: that error says it
+            return v
+        if info.data["slack_client_id"] and v is None:
+            raise ValueError("is not set but SLACK_CLIENT_ID is: set both (the app's Basic "
+                             "Information page) to install in many workspaces, or neither")
+        if v is not None and not info.data["slack_client_id"]:
+            raise ValueError("is set but SLACK_CLIENT_ID is not: set both, or neither")
+        return v
+
+    @field_validator("slack_scopes")
+    @classmethod
+    def _scopes(cls, v: str) -> str:
+        scopes = [s.strip() for s in v.split(",")]
+        bad = [s for s in scopes if not _SCOPE.fullmatch(s)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a scope: write bot scopes separated by commas, "
+                             "e.g. app_mentions:read,chat:write")
+        return ",".join(scopes)
+
+    def oauth_enabled(self) -> bool:
+        """Installs through OAuth v2 (many workspaces) rather than one SLACK_BOT_TOKEN."""
+        return self.slack_client_id is not None
 
     @field_validator("slash_command")
     @classmethod

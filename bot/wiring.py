@@ -283,8 +283,15 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
     turn_workers = TURN_WORKERS if turn_workers is None else turn_workers
     settings = components.settings
     scopes = components.scopes  # before anything else: a bad scopes file stops the start
-    client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
-    identity = fetch_identity(client)
+    many = None
+    if settings.oauth_enabled():  # many workspaces through OAuth v2: bot.slack.many
+        from bot.slack.many import many_workspaces
+
+        many = many_workspaces(components, client)
+        client, identity, turnlog = many.client, many.identity, many.turnlog
+    else:
+        client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
+        identity, turnlog = fetch_identity(client), components.turnlog
     secret = settings.slack_signing_secret
     config = BotConfig(
         signing_secret=secret.get_secret_value() if secret else None,
@@ -297,9 +304,12 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
     bot = SlackBot(
         config, client, identity,
         answerer=lambda: components.answerer, state=components.state,
-        turnlog=components.turnlog, deduper=components.deduper, limiter=components.limiter,
+        turnlog=turnlog, deduper=components.deduper, limiter=components.limiter,
         recent=components.recent, scopes=scopes, recall_memo=components.recall_memo,
+        oauth_settings=many.settings if many else None,
     )
+    if many is not None:
+        many.attach(bot.app, components.state)
     structlog.get_logger("citebot.slack").info(
         "slack_bot_ready", bot_user_id=identity.bot_user_id, team_id=identity.team_id,
         shared_state=components.redis is not None, command=settings.slash_command,
@@ -313,6 +323,10 @@ def serve(components: Components, *, port: int = 3000, socket: bool = False,
     from bot.slack.serve import run
 
     settings = components.settings
+    if socket and settings.oauth_enabled():
+        raise ConfigError(
+            "Socket Mode cannot serve Slack's install pages (/slack/install): unset "
+            "SLACK_CLIENT_ID and SLACK_CLIENT_SECRET, or serve in HTTP mode (docs/slack.md)")
     if socket and settings.slack_app_token is None:
         raise ConfigError(
             "Socket Mode needs SLACK_APP_TOKEN: create an app-level token with the "
