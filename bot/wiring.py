@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from bot.memory.turnlog import TurnLog
     from bot.slack.bot import SlackBot
     from bot.slack.dedupe import Deduper
+    from bot.slack.inbound import Identity
     from bot.slack.ratelimit import RateLimiter
     from bot.slack.recall_memo import RecallMemo
     from bot.slack.recent import RecentTurns
@@ -284,6 +285,8 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
     settings = components.settings
     scopes = components.scopes  # before anything else: a bad scopes file stops the start
     many = None
+    identity: Identity
+    turnlog: TurnLog
     if settings.oauth_enabled():  # many workspaces through OAuth v2: bot.slack.many
         from bot.slack.many import many_workspaces
 

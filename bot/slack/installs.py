@@ -161,13 +161,13 @@ class RedisRows:
     def fields(self, owner: str) -> list[str]:
         with redis_errors("read a Slack installation"):
             keys = self.client.hkeys(self.prefix + owner)
-        return [k.decode() if isinstance(k, bytes) else str(k) for k in keys]  # type: ignore[union-attr]
+        return [k.decode() if isinstance(k, bytes) else str(k) for k in keys]
 
     def delete(self, owner: str, fields: tuple[str, ...] | None = None) -> int:
         with redis_errors("delete a Slack installation"):
             if fields is None:
-                return int(self.client.delete(self.prefix + owner))  # type: ignore[arg-type]
-            return int(self.client.hdel(self.prefix + owner, *fields)) if fields else 0  # type: ignore[arg-type]
+                return int(self.client.delete(self.prefix + owner))
+            return int(self.client.hdel(self.prefix + owner, *fields)) if fields else 0
 
     def owners(self) -> list[str]:
         with redis_errors("list Slack installations"):

@@ -34,7 +34,13 @@ from bot.slack.installs import (
     RedisStateStore,
     RowsInstallationStore,
 )
-from bot.slack.oauth import ProcessLocks, RedisLocks, RotatingInstallationStore, oauth_settings, rotator
+from bot.slack.oauth import (
+    ProcessLocks,
+    RedisLocks,
+    RotatingInstallationStore,
+    oauth_settings,
+    rotator,
+)
 from bot.slack.workspace import TeamClient, TeamIdentity, TeamTurnLog, bind_workspace, workspace_of
 
 if TYPE_CHECKING:
@@ -89,7 +95,7 @@ def many_workspaces(components: Components, client: WebClient | None = None) -> 
     settings = oauth_settings(client_id=s.slack_client_id, client_secret=secret, scopes=s.slack_scopes,
                               installation_store=installations, state_store=states)
     turnlog = TeamTurnLog(components.turnlog)
-    components.turnlog = turnlog  # type: ignore[assignment]  # the answerer records each turn's team
+    components.turnlog = turnlog  # the answerer records each turn's team
     return ManyWorkspaces(client=client, identity=TeamIdentity(), turnlog=turnlog,
                           installations=installations, settings=settings)
 

@@ -116,7 +116,8 @@ class RotatingInstallationStore(InstallationStore):
 
     def find_bot(self, *, enterprise_id: str | None, team_id: str | None,
                  is_enterprise_install: bool | None = False) -> Bot | None:
-        ids = dict(enterprise_id=enterprise_id, team_id=team_id, is_enterprise_install=is_enterprise_install)
+        ids: dict[str, Any] = {"enterprise_id": enterprise_id, "team_id": team_id,
+                               "is_enterprise_install": is_enterprise_install}
         bot = self.inner.find_bot(**ids)
         if bot is None or not self._due(bot.bot_token_expires_at):
             return bot
@@ -133,8 +134,8 @@ class RotatingInstallationStore(InstallationStore):
     def find_installation(self, *, enterprise_id: str | None, team_id: str | None,
                           user_id: str | None = None,
                           is_enterprise_install: bool | None = False) -> Installation | None:
-        ids = dict(enterprise_id=enterprise_id, team_id=team_id, user_id=user_id,
-                   is_enterprise_install=is_enterprise_install)
+        ids: dict[str, Any] = {"enterprise_id": enterprise_id, "team_id": team_id, "user_id": user_id,
+                               "is_enterprise_install": is_enterprise_install}
         found = self.inner.find_installation(**ids)
         if found is None or not self._due(found.bot_token_expires_at):
             return found

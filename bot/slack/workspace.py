@@ -78,7 +78,7 @@ class bound:
 class TeamClient(WebClient):
     """A WebClient whose token is the current workspace's bot token."""
 
-    @property  # type: ignore[override]
+    @property
     def token(self) -> str | None:
         ws = _current.get()
         return ws.bot_token if ws is not None else self._fixed_token
@@ -91,20 +91,20 @@ class TeamClient(WebClient):
 class TeamIdentity(Identity):
     """Who citebot is in the current workspace (each install has its own bot user)."""
 
-    def __init__(self) -> None:  # noqa: D107 - nothing of its own: it reads the context
+    def __init__(self) -> None:  # nothing of its own: it reads the context
         pass
 
-    @property  # type: ignore[override]
+    @property
     def bot_user_id(self) -> str | None:
         ws = _current.get()
         return ws.bot_user_id if ws else None
 
-    @property  # type: ignore[override]
+    @property
     def bot_id(self) -> str | None:
         ws = _current.get()
         return ws.bot_id if ws else None
 
-    @property  # type: ignore[override]
+    @property
     def team_id(self) -> str | None:
         ws = _current.get()
         return ws.team_id if ws else None
