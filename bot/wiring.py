@@ -19,6 +19,8 @@ from search.errors import CitebotError, ConfigError, StoreError
 # loads Slack, Redis or the answer pipeline (python -X importtime: bot.cli took 5.0 s
 # under load with everything imported here, most of it slack_bolt, redis and numpy).
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import redis
 
     from bot.answer.compose import Composer
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from bot.slack.recall_memo import RecallMemo
     from bot.slack.recent import RecentTurns
     from bot.slack.scopes import Scopes
+    from bot.team_collections import TeamCollections
     from ingest.embedder import Embedder
     from ingest.sources import Source
     from search.glossary import Glossary
@@ -67,6 +70,12 @@ class Components:
     """Lazily built: a command that only lists chunks never loads the model."""
 
     settings: Settings
+    # Many workspaces with a collection each (bot/team_collections.py), set by build_bot.
+    team_collections: TeamCollections | None = None
+
+    def __post_init__(self) -> None:
+        if self.settings.team:  # CITEBOT_TEAM: that workspace's collection and scopes
+            self.settings = self.settings.for_team(self.settings.team)
 
     @cached_property
     def store(self) -> Store:
@@ -247,6 +256,8 @@ class Components:
     def readiness(self) -> dict[str, str]:
         """What /readyz reports: each check "ok" or what is wrong. Cheap enough for a probe
         every few seconds; it never loads the model itself (warm-up does)."""
+        if self.team_collections is not None:
+            return self.team_collections.readiness()
         checks: dict[str, str] = {}
         if "answerer" not in self.__dict__:
             checks["model"] = "loading (the model and store open at start-up)"
@@ -285,6 +296,7 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
     settings = components.settings
     scopes = components.scopes  # before anything else: a bad scopes file stops the start
     many = None
+    answerer: Callable[[], Answerer]
     identity: Identity
     turnlog: TurnLog
     if settings.oauth_enabled():  # many workspaces through OAuth v2: bot.slack.many
@@ -292,9 +304,16 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
 
         many = many_workspaces(components, client)
         client, identity, turnlog = many.client, many.identity, many.turnlog
+        if settings.per_team():  # each workspace its own collection and scopes
+            from bot.team_collections import TeamCollections, TeamScopes
+
+            components.team_collections = TeamCollections(components)
+            answerer, scopes = components.team_collections.answerer, TeamScopes(components.team_collections)
     else:
         client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
         identity, turnlog = fetch_identity(client), components.turnlog
+    if components.team_collections is None:
+        answerer = lambda: components.answerer  # one collection for every question
     secret = settings.slack_signing_secret
     config = BotConfig(
         signing_secret=secret.get_secret_value() if secret else None,
@@ -306,7 +325,7 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
     )
     bot = SlackBot(
         config, client, identity,
-        answerer=lambda: components.answerer, state=components.state,
+        answerer=answerer, state=components.state,
         turnlog=turnlog, deduper=components.deduper, limiter=components.limiter,
         recent=components.recent, scopes=scopes, recall_memo=components.recall_memo,
         oauth_settings=many.settings if many else None,

@@ -313,3 +313,28 @@ def test_a_due_token_is_refreshed_before_the_answer(start, standin):
     assert fresh.bot_token not in installed and fresh.bot_token_expires_at > time.time() + 11 * 3600
     assert posted_by(standin, ALPHA) == 1
 
+
+
+# -- a collection per workspace ----------------------------------------------------------
+def test_a_workspace_is_answered_from_its_own_collection(start, standin, tmp_path):
+    from bot.testing.embedder import HashingEmbedder
+    from ingest.pipeline import ingest
+
+    docs = {ALPHA.id: "The Alpha launch code is ORCHID.", BETA.id: "The Beta vault combination is MAGNOLIA."}
+    for team, text in docs.items():
+        (tmp_path / "docs" / team).mkdir(parents=True)
+        (tmp_path / "docs" / team / "notes.md").write_text(f"# Notes\n\n{text}\n")
+        store = EmbeddedStore(tmp_path / "stores" / team)
+        ingest([tmp_path / "docs" / team], store, HashingEmbedder(), progress=False)
+        store.close()
+    running = start(store_template=str(tmp_path / "stores" / "{team}"))
+    for team in (ALPHA, BETA):
+        running.install(standin, team)
+    running.event(ALPHA, mention(standin, ALPHA, "CALPHA", text="What is the Beta vault combination?"))
+    running.event(BETA, mention(standin, BETA, "CBETA", text="What is the Beta vault combination?"))
+    running.drain()
+    alpha = json.dumps(standin.messages("CALPHA")[-1])
+    beta = json.dumps(standin.messages("CBETA")[-1])
+    assert "MAGNOLIA" not in alpha
+    assert "MAGNOLIA" in beta
+    assert running.get("/readyz")[0] == 200
