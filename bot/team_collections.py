@@ -15,7 +15,7 @@ CITEBOT_TEAM names it.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.slack.scopes import ChannelPolicy, Scopes
 from bot.slack.workspace import current
@@ -23,7 +23,6 @@ from search.errors import CitebotError, ConfigError, StoreError
 
 if TYPE_CHECKING:
     from bot.answer.turn import Answerer
-    from bot.wiring import Components
 
 
 class NoWorkspace(ConfigError):
@@ -33,9 +32,10 @@ class NoWorkspace(ConfigError):
 class TeamCollections:
     """The answerer and scopes of each workspace, built on its first use."""
 
-    def __init__(self, components: Components) -> None:
+    def __init__(self, components: Any) -> None:
+        """`components`: bot.wiring.Components, which builds this (not imported: no cycle)."""
         self.components = components
-        self._teams: dict[str, Components] = {}
+        self._teams: dict[str, Any] = {}
         self._answerers: dict[str, Answerer] = {}
         self._lock = threading.Lock()
 
@@ -46,14 +46,12 @@ class TeamCollections:
                               "comes from (the model is loaded; collections open on first use)")
         return ws.team
 
-    def components_of(self, team: str) -> Components:
-        from bot.wiring import Components
-
+    def components_of(self, team: str) -> Any:
         with self._lock:
             found = self._teams.get(team)
             if found is None:
                 shared = self.components
-                found = Components(shared.settings.for_team(team))
+                found = type(shared)(shared.settings.for_team(team))
                 for name in ("embedder", "glossary", "reranker"):  # one model for every workspace
                     setattr(found, name, getattr(shared, name))
                 self._teams[team] = found

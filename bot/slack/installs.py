@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("citebot.slack.installs")
 
 # Bolt's default: a person has ten minutes between opening /slack/install and coming back
-# from Slack's consent page.
+# from Slack's consent page (docs/decisions/0042-many-workspaces.md).
 STATE_TTL_S = 600
 BOT = "bot"
 LATEST = "latest"

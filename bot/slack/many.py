@@ -46,7 +46,6 @@ from bot.slack.workspace import TeamClient, TeamIdentity, TeamTurnLog, bind_work
 if TYPE_CHECKING:
     from bot.memory.state import ConversationState
     from bot.memory.turnlog import TurnLog
-    from bot.wiring import Components
 
 log = structlog.get_logger("citebot.slack")
 
@@ -69,9 +68,10 @@ class ManyWorkspaces:
         app.event("tokens_revoked")(ack=_ack, lazy=[forget.on_tokens_revoked])
 
 
-def many_workspaces(components: Components, client: WebClient | None = None) -> ManyWorkspaces:
+def many_workspaces(components: Any, client: WebClient | None = None) -> ManyWorkspaces:
     """The client, identity, turn log, stores and OAuth settings for many workspaces: Redis
-    when REDIS_URL is set, else the embedded store (beside an Elasticsearch collection too)."""
+    when REDIS_URL is set, else the embedded store (beside an Elasticsearch collection too).
+    `components` is bot.wiring.Components (not imported: wiring sits above bot.slack)."""
     from search.embedded import EmbeddedStore
 
     s = components.settings

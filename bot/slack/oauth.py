@@ -42,10 +42,11 @@ log = structlog.get_logger("citebot.slack.oauth")
 # Bolt's default margin is two hours, kept here (docs/decisions/0042-many-workspaces.md).
 ROTATE_BEFORE_MIN = 120
 # Bolt's own, lockless rotation: only for a token this close to expiry, which the locked
-# rotation above has already refreshed unless Slack refused it.
+# rotation above has already refreshed unless Slack refused it (docs/decisions/0042-many-workspaces.md).
 BOLT_ROTATE_BEFORE_MIN = 10
 # The per-owner lock: held at most this long (a refresh is one Web API call, 15 s timeout,
-# bot.slack.client.SLACK_TIMEOUT_S), waited for at most this long.
+# bot.slack.client.SLACK_TIMEOUT_S), waited for at most this long; a lock whose holder died
+# expires on its own (docs/decisions/0042-many-workspaces.md).
 LOCK_TIMEOUT_S = 30
 LOCK_WAIT_S = 20
 
