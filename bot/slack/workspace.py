@@ -47,6 +47,12 @@ def current() -> Workspace | None:
     return _current.get()
 
 
+def workspace_team_id() -> str | None:
+    """The current request's workspace id (None outside one, or for an org-wide event)."""
+    ws = _current.get()
+    return ws.team_id if ws is not None else None
+
+
 def workspace_of(context: BoltContext) -> Workspace:
     org_wide = bool(context.is_enterprise_install)
     team = (context.enterprise_id if org_wide else context.team_id) or ""
