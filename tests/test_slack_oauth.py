@@ -338,3 +338,18 @@ def test_a_workspace_is_answered_from_its_own_collection(start, standin, tmp_pat
     assert "MAGNOLIA" not in alpha
     assert "MAGNOLIA" in beta
     assert running.get("/readyz")[0] == 200
+
+
+def test_a_streamed_answer_names_the_asking_workspace(start, standin):
+    from bot.testing.anthropic_standin import message, running
+
+    with running() as anthropic:
+        anthropic.script(lambda r: message("The Release Train leaves every two weeks [1]."))
+        live = start(anthropic_api_key="sk-ant-test-0123456789abcdef",
+                     anthropic_base_url=anthropic.base_url, anthropic_timeout_s=5.0)
+        live.install(standin, BETA)
+        live.event(BETA, mention(standin, BETA, "CBETA"))
+        live.drain()
+    (opened,) = standin.calls("chat.startStream")
+    assert opened.params["recipient_team_id"] == BETA.id
+    assert posted_by(standin, BETA, "chat.startStream") == 1
