@@ -353,3 +353,55 @@ def test_a_streamed_answer_names_the_asking_workspace(start, standin):
     (opened,) = standin.calls("chat.startStream")
     assert opened.params["recipient_team_id"] == BETA.id
     assert posted_by(standin, BETA, "chat.startStream") == 1
+
+
+# -- the stores' contract -------------------------------------------------------------------
+@pytest.fixture()
+def rows(backend, redis_prefix, tmp_path):
+    if backend == "redis":
+        import redis
+
+        client = redis.Redis.from_url(real_redis_url())
+        yield RedisRows(client, redis_prefix)
+        client.close()
+    else:
+        store = EmbeddedStore(tmp_path / "store")
+        yield EmbeddedRows(store)
+        store.close()
+
+
+def _installation(team: Team, user: str, token: str):
+    from slack_sdk.oauth.installation_store import Installation
+
+    return Installation(app_id="A", enterprise_id=team.enterprise_id,
+                        team_id=None if team.org_wide else team.id, user_id=user, bot_token=token,
+                        bot_id=team.bot_id, bot_user_id=team.bot_user_id,
+                        is_enterprise_install=team.org_wide)
+
+
+def test_installers_are_kept_apart_and_a_revoked_one_goes_alone(rows):
+    store = RowsInstallationStore(rows)
+    store.save(_installation(ALPHA, "UANN", "xoxb-1"))
+    store.save(_installation(ALPHA, "UBOB", "xoxb-2"))
+    store.save(_installation(ORG, "UCAT", "xoxb-org"))
+    assert store.find_installation(enterprise_id=None, team_id=ALPHA.id).user_id == "UBOB"
+    assert store.find_installation(enterprise_id=None, team_id=ALPHA.id, user_id="UANN").bot_token == "xoxb-2"
+    assert store.find_bot(enterprise_id="EORG", team_id="TWHATEVER", is_enterprise_install=True).bot_token == "xoxb-org"
+    assert store.find_bot(enterprise_id="EORG", team_id="TWHATEVER") is None  # not org-wide: no such workspace
+    store.delete_installation(enterprise_id=None, team_id=ALPHA.id, user_id="UANN")
+    assert store.find_installation(enterprise_id=None, team_id=ALPHA.id, user_id="UANN") is None
+    assert store.find_installation(enterprise_id=None, team_id=ALPHA.id, user_id="UBOB") is not None
+    store.delete_installation(enterprise_id=None, team_id=ALPHA.id)
+    assert store.find_installation(enterprise_id=None, team_id=ALPHA.id) is None
+    assert store.find_bot(enterprise_id=None, team_id=ALPHA.id).bot_token == "xoxb-2"  # the bot stays
+    store.delete_all(enterprise_id="EORG", team_id=None)
+    assert store.owners() == ["-/" + ALPHA.id]
+
+
+def test_socket_mode_cannot_serve_the_install_pages():
+    from bot.wiring import serve
+
+    settings = load_settings(slack_client_id=CLIENT_ID, slack_client_secret=CLIENT_SECRET,
+                             slack_app_token="xapp-1")
+    with pytest.raises(ConfigError, match="Socket Mode cannot serve"):
+        serve(Components(settings), socket=True)
