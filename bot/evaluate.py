@@ -260,10 +260,11 @@ class MemoryTurnLog:
     def add_feedback(self, turn_id: str, at: str, user: str | None, value: str) -> None:
         raise NotImplementedError("eval turns take no feedback")
 
-    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None
-                    ) -> list[dict]:
+    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None,
+                    teams: Sequence[str] = ()) -> list[dict]:
         doomed = [t for t in self.turns.values()
-                  if (before is not None and t["created_at"] < before) or t.get("user") in users]
+                  if (before is not None and t["created_at"] < before) or t.get("user") in users
+                  or t.get("team") in teams]
         for t in doomed[:limit]:
             del self.turns[t["turn_id"]]
         return [{k: t.get(k) for k in ("user", "channel", "thread")} for t in doomed[:limit]]

@@ -54,6 +54,16 @@ _BLANK_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")
 # 64 bits, beyond guessing over HTTP (docs/decisions/0040-admin-page.md).
 ADMIN_TOKEN_MIN_CHARS = 16
 _CHANNEL_ID = re.compile(r"^[CDG][A-Z0-9]{2,}$")
+# Slack's workspace (T…) and organisation (E…) ids: letters and digits.
+TEAM_ID = re.compile(r"[TE][A-Z0-9]{1,31}")
+_INDEX = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_CLIENT_ID = re.compile(r"[0-9]+\.[0-9]+")
+_SCOPE = re.compile(r"[a-z][a-z_.]*(:[a-z_.]+)*")
+# The bot scopes of slack/manifest.yml (tests/test_slack_oauth.py checks they agree): an
+# install asks for what the manifest's single-workspace app has.
+BOT_SCOPES = ("app_mentions:read", "chat:write", "commands", "channels:history", "groups:history",
+              "im:history", "mpim:history", "metadata.message:read", "channels:read", "groups:read",
+              "im:read")
 
 
 def _default_store() -> Path:
@@ -121,6 +131,20 @@ class Settings(BaseSettings):
     slack_app_token: SecretStr | None = Field(
         None, validation_alias=AliasChoices("SLACK_APP_TOKEN", "CITEBOT_SLACK_APP_TOKEN"))
     slack_api_url: str | None = Field(None, description="Slack Web API base URL (stand-ins)")
+    # Installs in many workspaces through OAuth v2 when both are set (Bolt's names; docs/slack.md).
+    slack_client_id: str | None = Field(
+        None, validation_alias=AliasChoices("SLACK_CLIENT_ID", "CITEBOT_SLACK_CLIENT_ID"))
+    slack_client_secret: SecretStr | None = Field(
+        None, validate_default=True, validation_alias=AliasChoices("SLACK_CLIENT_SECRET", "CITEBOT_SLACK_CLIENT_SECRET"))
+    slack_scopes: str = Field(
+        ",".join(BOT_SCOPES), validation_alias=AliasChoices("SLACK_SCOPES", "CITEBOT_SLACK_SCOPES"),
+        description="bot scopes an install asks for, comma-separated; default: slack/manifest.yml's")
+    # Many workspaces, each its own collection and scopes (bot/team_collections.py): `{team}`
+    # is the workspace's id (an org-wide install's: the organisation's), lower-cased in indices.
+    store_template: str | None = Field(None, description="embedded store directory per workspace")
+    es_index_template: str | None = Field(None, description="Elasticsearch alias per workspace")
+    scopes_template: str | None = Field(None, description="scopes TOML file per workspace")
+    team: str | None = Field(None, description="the workspace whose collection a command uses")
     slash_command: str = "/ask"
     source_url: str | None = Field(
         None, description="link template for sources, e.g. https://wiki.example.com/{path}")
@@ -226,6 +250,84 @@ class Settings(BaseSettings):
             raise ValueError(f"{v!r} is not a channel id: copy it from the channel's details "
                              "in Slack, e.g. C0123ABCD")
         return v
+
+    @field_validator("slack_client_id")
+    @classmethod
+    def _client_id(cls, v: str | None) -> str | None:
+        if v in (None, ""):
+            return None
+        if not _CLIENT_ID.fullmatch(v):
+            raise ValueError("is not a Slack client id: copy the Client ID (digits and a dot) "
+                             "from the app's Basic Information page")
+        return v
+
+    @field_validator("slack_client_secret")
+    @classmethod
+    def _client_secret(cls, v: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if v is not None and not v.get_secret_value().strip():
+            v = None
+        if "slack_client_id" not in info.data:  # the id itself was refused: that error says it
+            return v
+        if info.data["slack_client_id"] and v is None:
+            raise ValueError("is not set but SLACK_CLIENT_ID is: set both (the app's Basic "
+                             "Information page) to install in many workspaces, or neither")
+        if v is not None and not info.data["slack_client_id"]:
+            raise ValueError("is set but SLACK_CLIENT_ID is not: set both, or neither")
+        return v
+
+    @field_validator("slack_scopes")
+    @classmethod
+    def _scopes(cls, v: str) -> str:
+        scopes = [s.strip() for s in v.split(",")]
+        bad = [s for s in scopes if not _SCOPE.fullmatch(s)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a scope: write bot scopes separated by commas, "
+                             "e.g. app_mentions:read,chat:write")
+        return ",".join(scopes)
+
+    @field_validator("store_template", "es_index_template", "scopes_template")
+    @classmethod
+    def _template(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v in (None, ""):
+            return None
+        if v.count("{team}") < 1 or v.replace("{team}", "").count("{") + v.replace("{team}", "").count("}"):
+            raise ValueError(f"{v!r} is not a template: write {{team}} where the workspace id goes "
+                             "and no other braces, e.g. citebot-{team}")
+        if info.field_name == "es_index_template" and not _INDEX.fullmatch(v.replace("{team}", "t")):
+            raise ValueError(f"{v!r} gives no Elasticsearch alias: use lower-case letters, digits, "
+                             "'-' and '_', e.g. citebot-{team}")
+        return v
+
+    @field_validator("team")
+    @classmethod
+    def _team(cls, v: str | None) -> str | None:
+        if v in (None, ""):
+            return None
+        if not TEAM_ID.fullmatch(v):
+            raise ValueError(f"{v!r} is not a Slack workspace or organisation id, e.g. T0123ABCD")
+        return v
+
+    def for_team(self, team: str) -> Settings:
+        """These settings with the workspace's collection and scopes (the templates'), or
+        ConfigError for an id that is not Slack's (it becomes part of a path)."""
+        if not TEAM_ID.fullmatch(team):
+            raise ConfigError(f"{team!r} is not a Slack workspace or organisation id")
+        update: dict[str, Any] = {}
+        if self.store_template:
+            update["store"] = Path(self.store_template.replace("{team}", team))
+        if self.es_index_template:
+            update["index"] = self.es_index_template.replace("{team}", team.lower())
+        if self.scopes_template:
+            update["scopes"] = Path(self.scopes_template.replace("{team}", team))
+        return self.model_copy(update=update)
+
+    def per_team(self) -> bool:
+        """Each workspace has its own collection or scopes (a template is set)."""
+        return bool(self.store_template or self.es_index_template or self.scopes_template)
+
+    def oauth_enabled(self) -> bool:
+        """Installs through OAuth v2 (many workspaces) rather than one SLACK_BOT_TOKEN."""
+        return self.slack_client_id is not None
 
     @field_validator("slash_command")
     @classmethod

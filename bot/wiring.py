@@ -19,6 +19,8 @@ from search.errors import CitebotError, ConfigError, StoreError
 # loads Slack, Redis or the answer pipeline (python -X importtime: bot.cli took 5.0 s
 # under load with everything imported here, most of it slack_bolt, redis and numpy).
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import redis
 
     from bot.answer.compose import Composer
@@ -27,10 +29,12 @@ if TYPE_CHECKING:
     from bot.memory.turnlog import TurnLog
     from bot.slack.bot import SlackBot
     from bot.slack.dedupe import Deduper
+    from bot.slack.inbound import Identity
     from bot.slack.ratelimit import RateLimiter
     from bot.slack.recall_memo import RecallMemo
     from bot.slack.recent import RecentTurns
     from bot.slack.scopes import Scopes
+    from bot.team_collections import TeamCollections
     from ingest.embedder import Embedder
     from ingest.sources import Source
     from search.glossary import Glossary
@@ -66,6 +70,12 @@ class Components:
     """Lazily built: a command that only lists chunks never loads the model."""
 
     settings: Settings
+    # Many workspaces with a collection each (bot/team_collections.py), set by build_bot.
+    team_collections: TeamCollections | None = None
+
+    def __post_init__(self) -> None:
+        if self.settings.team:  # CITEBOT_TEAM: that workspace's collection and scopes
+            self.settings = self.settings.for_team(self.settings.team)
 
     @cached_property
     def store(self) -> Store:
@@ -246,6 +256,8 @@ class Components:
     def readiness(self) -> dict[str, str]:
         """What /readyz reports: each check "ok" or what is wrong. Cheap enough for a probe
         every few seconds; it never loads the model itself (warm-up does)."""
+        if self.team_collections is not None:
+            return self.team_collections.readiness()
         checks: dict[str, str] = {}
         if "answerer" not in self.__dict__:
             checks["model"] = "loading (the model and store open at start-up)"
@@ -283,8 +295,25 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
     turn_workers = TURN_WORKERS if turn_workers is None else turn_workers
     settings = components.settings
     scopes = components.scopes  # before anything else: a bad scopes file stops the start
-    client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
-    identity = fetch_identity(client)
+    many = None
+    answerer: Callable[[], Answerer]
+    identity: Identity
+    turnlog: TurnLog
+    if settings.oauth_enabled():  # many workspaces through OAuth v2: bot.slack.many
+        from bot.slack.many import many_workspaces
+
+        many = many_workspaces(components, client)
+        client, identity, turnlog = many.client, many.identity, many.turnlog
+        if settings.per_team():  # each workspace its own collection and scopes
+            from bot.team_collections import TeamCollections, TeamScopes
+
+            components.team_collections = TeamCollections(components)
+            answerer, scopes = components.team_collections.answerer, TeamScopes(components.team_collections)
+    else:
+        client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
+        identity, turnlog = fetch_identity(client), components.turnlog
+    if components.team_collections is None:
+        answerer = lambda: components.answerer  # one collection for every question
     secret = settings.slack_signing_secret
     config = BotConfig(
         signing_secret=secret.get_secret_value() if secret else None,
@@ -296,10 +325,13 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
     )
     bot = SlackBot(
         config, client, identity,
-        answerer=lambda: components.answerer, state=components.state,
-        turnlog=components.turnlog, deduper=components.deduper, limiter=components.limiter,
+        answerer=answerer, state=components.state,
+        turnlog=turnlog, deduper=components.deduper, limiter=components.limiter,
         recent=components.recent, scopes=scopes, recall_memo=components.recall_memo,
+        oauth_settings=many.settings if many else None,
     )
+    if many is not None:
+        many.attach(bot.app, components.state)
     structlog.get_logger("citebot.slack").info(
         "slack_bot_ready", bot_user_id=identity.bot_user_id, team_id=identity.team_id,
         shared_state=components.redis is not None, command=settings.slash_command,
@@ -313,6 +345,10 @@ def serve(components: Components, *, port: int = 3000, socket: bool = False,
     from bot.slack.serve import run
 
     settings = components.settings
+    if socket and settings.oauth_enabled():
+        raise ConfigError(
+            "Socket Mode cannot serve Slack's install pages (/slack/install): unset "
+            "SLACK_CLIENT_ID and SLACK_CLIENT_SECRET, or serve in HTTP mode (docs/slack.md)")
     if socket and settings.slack_app_token is None:
         raise ConfigError(
             "Socket Mode needs SLACK_APP_TOKEN: create an app-level token with the "

@@ -13,7 +13,7 @@ the one running (readers never take it).
 
 Beside it: the schema's migrations (search/embedded_migrations.py), the shared connection
 and scope predicate (search/embedded_connection.py), the lexical reads
-(search/embedded_lexical.py).
+(search/embedded_lexical.py), the rows of Slack installations (search/embedded_installs.py).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from search.embedded_connection import SerialConnection, in_scope
+from search.embedded_installs import InstallRows
 from search.embedded_lexical import LexicalReads
 from search.embedded_migrations import migrate, write_pending_stems, write_stems
 from search.errors import DimensionError, IngestLockedError, ModelMismatchError, StoreError
@@ -56,7 +57,7 @@ def _sections_json(c: Chunk) -> str | None:
     return None if data is None else json.dumps(data, ensure_ascii=False)
 
 
-class EmbeddedStore(LexicalReads):
+class EmbeddedStore(LexicalReads, InstallRows):
     """SQLite + FTS5 + numpy store in one directory."""
 
     def __init__(self, directory: Path) -> None:
@@ -395,17 +396,19 @@ class EmbeddedStore(LexicalReads):
         with self._lock:
             self._db.execute("INSERT INTO feedback VALUES (?, ?, ?, ?)", (turn_id, at, user, value))
 
-    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None
-                    ) -> list[dict]:
-        """Delete the turns created before `before` or asked by one of `users`, oldest
+    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None,
+                    teams: Sequence[str] = ()) -> list[dict]:
+        """Delete the turns created before `before`, asked by one of `users` or in one of
+        `teams` (an install's owner: bot/slack/workspace.py), oldest
         first, at most `limit`, with their feedback; their user, channel and thread."""
         conditions, args = [], []
         if before is not None:
             conditions.append("created_at < ?")
             args.append(before)
-        if users:
-            conditions.append(f"json_extract(record, '$.user') IN ({','.join('?' * len(users))})")
-            args.extend(users)
+        for key, values in (("user", users), ("team", teams)):
+            if values:
+                conditions.append(f"json_extract(record, '$.{key}') IN ({','.join('?' * len(values))})")
+                args.extend(values)
         if not conditions:
             return []
         query = f"SELECT turn_id, record FROM turns WHERE {' OR '.join(conditions)} ORDER BY created_at"

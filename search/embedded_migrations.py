@@ -183,3 +183,17 @@ def m009_chunk_changes(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX chunks_by_source ON chunks(source)")
     rows = db.execute("SELECT id, text FROM chunks").fetchall()
     db.executemany("UPDATE chunks SET text_hash = ? WHERE id = ?", [(text_hash(t), i) for i, t in rows])
+
+
+@migration
+def m010_slack_installs(db: sqlite3.Connection) -> None:
+    """Slack installations when citebot installs in many workspaces (bot/slack/installs.py):
+    one row per owner (a workspace, or an organisation for an org-wide install) and field
+    (its bot, its latest installer, each installer), and the OAuth states not yet used."""
+    _run_script(db, 
+        """
+        CREATE TABLE slack_installs (owner TEXT NOT NULL, field TEXT NOT NULL,
+                                     data TEXT NOT NULL, PRIMARY KEY (owner, field));
+        CREATE TABLE oauth_states (state TEXT PRIMARY KEY, expires_at REAL NOT NULL);
+        """
+    )

@@ -38,10 +38,10 @@ class Purged:
 
 
 class Purgeable(Protocol):
-    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None
-                    ) -> list[dict]:
-        """Delete the turns created before `before` (an ISO 8601 time) or asked by one of
-        `users` (either condition; both None/empty deletes nothing), at most `limit` of
+    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None,
+                    teams: Sequence[str] = ()) -> list[dict]:
+        """Delete the turns created before `before` (an ISO 8601 time), asked by one of
+        `users` or in one of `teams` (any condition; none deletes nothing), at most `limit` of
         them, with their feedback; return the deleted records' user, channel and thread."""
 
 
@@ -83,10 +83,11 @@ class RemembersPeople(Protocol):
 
 
 def purge(turnlog: TurnLog, state: ConversationState, before: str | None,
-          users: Sequence[str], recent: RemembersPeople | None = None) -> Purged:
-    """Remove the turns before `before` or of `users`, the threads they were asked in,
-    and, for named people, what is remembered of their last turns."""
-    gone = turnlog.purge_turns(before, users)
+          users: Sequence[str], recent: RemembersPeople | None = None,
+          teams: Sequence[str] = ()) -> Purged:
+    """Remove the turns before `before`, of `users` or in `teams`, the threads they were
+    asked in, and, for named people, what is remembered of their last turns."""
+    gone = turnlog.purge_turns(before, users, teams=teams)
     threads = state.forget(thread_keys(gone))
     if recent is not None:
         for user in users:
@@ -120,6 +121,6 @@ class ExpiringTurnLog:
         """The turns since then that are still within retention."""
         return self.inner.turns_since(max(since_iso, cutoff(self.retention_days)))
 
-    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None
-                    ) -> list[dict]:
-        return self.inner.purge_turns(before, users, limit)
+    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None,
+                    teams: Sequence[str] = ()) -> list[dict]:
+        return self.inner.purge_turns(before, users, limit, teams)

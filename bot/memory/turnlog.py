@@ -53,10 +53,10 @@ class TurnLog(Protocol):
     def add_feedback(self, turn_id: str, at: str, user: str | None, value: str) -> None:
         """Record one feedback click on a turn."""
 
-    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None
-                    ) -> list[dict]:
-        """Delete turns created before `before` or asked by one of `users`
-        (bot.memory.retention.Purgeable)."""
+    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None,
+                    teams: Sequence[str] = ()) -> list[dict]:
+        """Delete turns created before `before`, asked by one of `users` or in one of
+        `teams` (bot.memory.retention.Purgeable)."""
 
     def turns_since(self, since_iso: str) -> Iterator[dict]:
         """Every turn created at or after `since_iso`, oldest first, each with its "feedback"."""
@@ -115,27 +115,29 @@ class RedisTurnLog:
             pipe.expire(key, self.ttl_s)
             pipe.execute()
 
-    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None
-                    ) -> list[dict]:
+    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None,
+                    teams: Sequence[str] = ()) -> list[dict]:
         """Scan the log (Redis keeps no index by time or person) and delete the matching
         turns with their feedback. `limit` does not apply: the keys' TTL does the routine
         expiry, so a purge runs only when someone asks for one."""
-        if before is None and not users:
+        if before is None and not users and not teams:
             return []
         wanted = set(users)
+        workspaces = set(teams)
         gone: list[dict] = []
         with redis_errors("purge turns"):
             batch: list[bytes] = []
             for key in self.client.scan_iter(match=self._turn_key("*"), count=PURGE_BATCH):
                 batch.append(key)
                 if len(batch) >= PURGE_BATCH:
-                    gone += self._purge_batch(batch, before, wanted)
+                    gone += self._purge_batch(batch, before, wanted, workspaces)
                     batch = []
             if batch:
-                gone += self._purge_batch(batch, before, wanted)
+                gone += self._purge_batch(batch, before, wanted, workspaces)
         return gone
 
-    def _purge_batch(self, keys: list[bytes], before: str | None, users: set[str]) -> list[dict]:
+    def _purge_batch(self, keys: list[bytes], before: str | None, users: set[str],
+                     teams: set[str] = frozenset()) -> list[dict]:  # type: ignore[assignment]
         gone: list[dict] = []
         doomed: list[bytes | str] = []
         ids: list[str] = []
@@ -144,7 +146,7 @@ class RedisTurnLog:
                 continue
             record = json.loads(raw)
             old = before is not None and str(record.get("created_at", "")) < before
-            if old or record.get("user") in users:
+            if old or record.get("user") in users or record.get("team") in teams:
                 gone.append({k: record.get(k) for k in ("user", "channel", "thread")})
                 doomed += [key, self._feedback_key(str(record.get("turn_id")))]
                 ids.append(str(record.get("turn_id")))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 from slack_bolt import Ack, App, BoltRequest, Respond
+from slack_bolt.oauth.oauth_settings import OAuthSettings
 from slack_sdk import WebClient
 
 from bot.answer.record import new_turn_id
@@ -115,6 +116,7 @@ class SlackBot:
         recent: RecentTurns,
         scopes: Scopes | None = None,
         recall_memo: RecallMemo | None = None,
+        oauth_settings: OAuthSettings | None = None,  # many workspaces: bot.slack.many
     ) -> None:
         if config.signing_secret is None and not config.socket_mode:
             raise ConfigError(
@@ -145,6 +147,7 @@ class SlackBot:
             listener_executor=self.pool,
             name="citebot",
             logger=bolt_logger(),
+            oauth_settings=oauth_settings,
         )
         self._register()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,7 +31,8 @@ class WorkPool(ThreadPoolExecutor):
         with self._idle:
             self._pending += 1
         try:
-            future = super().submit(fn, *args, **kwargs)
+            # in a copy of the submitter's context: the workspace of the request (bot.slack.workspace)
+            future = super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
         except BaseException:
             self._finished(None)
             raise

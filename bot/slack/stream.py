@@ -38,6 +38,7 @@ from bot.slack.delivery import Delivery, turn_metadata
 from bot.slack.inbound import SURFACE_EPHEMERAL, Question
 from bot.slack.render import escape, turn_trailer
 from bot.slack.split import MARKDOWN_MAX, split_markdown
+from bot.slack.workspace import workspace_team_id
 
 log = structlog.get_logger("citebot.slack")
 
@@ -65,7 +66,8 @@ class Streaming:
         """Progress shown at once: (a stream, None) once its status is up, or (None, the
         placeholder's ts) without a streaming composer, a thread to stream in, or the status."""
         if self.enabled and q.reply_thread_ts and q.surface != SURFACE_EPHEMERAL:
-            stream = AnswerStream(self.client, self.delivery, q, turn_id, self.team_id)
+            team_id = self.team_id or workspace_team_id()  # many workspaces: the request's
+            stream = AnswerStream(self.client, self.delivery, q, turn_id, team_id)
             if stream.status(STATUS, LOADING_MESSAGES):
                 return stream, None
         return None, self.delivery.progress(q, turn_id)

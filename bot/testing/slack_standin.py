@@ -223,10 +223,7 @@ class SlackStandIn:
             else:
                 self._send(handler, status, b"<html>upstream error</html>", "text/html", {})
             return
-        if token != self.token:
-            answer: dict[str, Any] = {"ok": False, "error": "invalid_auth"}
-        else:
-            answer = self._answer(method, params)
+        answer = self._answer_for(method, params, token, auth)
         self._send(handler, 200, json.dumps(answer).encode(), "application/json; charset=utf-8")
 
     def _record(self, call: Call) -> None:
@@ -244,6 +241,10 @@ class SlackStandIn:
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         handler.wfile.write(body)
+
+    def _answer_for(self, method: str, p: dict[str, Any], token: str | None, auth: str) -> dict[str, Any]:
+        """The caller checked, then the answer (many workspaces: bot/testing/slack_oauth_standin.py)."""
+        return self._answer(method, p) if token == self.token else {"ok": False, "error": "invalid_auth"}
 
     def _answer(self, method: str, p: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
