@@ -264,8 +264,7 @@ class Settings(BaseSettings):
     @field_validator("slack_client_secret")
     @classmethod
     def _client_secret(cls, v: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
-        if v is not None and not v.get_secret_value().strip():
-            v = None
+        v = v if v is None or v.get_secret_value().strip() else None  # blank is unset
         if "slack_client_id" not in info.data:  # the id itself was refused: that error says it
             return v
         if info.data["slack_client_id"] and v is None:
