@@ -41,7 +41,7 @@ def main() -> int:
     args = ap.parse_args()
     c = Components(load_settings())
     retriever = c.retriever()
-    # Passages exactly as a turn gives them (Answerer.passages: widening, window scores),
+    # Passages exactly as a turn gives them (Answerer.retrieve, .passages: widening, windows),
     # for the default extractive composer whatever the environment configures.
     answerer = Answerer(retriever, ExtractiveComposer(c.embedder.encode_texts), MemoryTurnLog(),
                         InProcessState(), passages=c.settings.passages)
@@ -51,7 +51,7 @@ def main() -> int:
     inputs = []
     times = []  # the store read that gives the passages their window scores, apart
     for item in items:
-        r = retriever.retrieve(item.question)
+        r = answerer.retrieve(item.question)
         if not r.hits:
             continue
         record = new_record(item.question)

@@ -60,11 +60,11 @@ def frozen_passages(t, items) -> dict[str, tuple]:
 
     c = Components(load_settings())
     retriever = c.retriever()
-    # Passages exactly as a turn gives them (Answerer.passages), for the extractive composer.
+    # Passages exactly as a turn gives them (Answerer.retrieve, .passages), for the extractive composer.
     answerer = Answerer(retriever, ExtractiveComposer(None), MemoryTurnLog(), InProcessState(),
                         passages=c.settings.passages)
     for item in missing:
-        r = retriever.retrieve(item.question)
+        r = answerer.retrieve(item.question)
         record = new_record(item.question)
         passages = answerer.passages(record, r)
         if record.errors:

@@ -135,7 +135,11 @@ class Figures:
 
 
 def run_item(item: Item, retriever: Retriever, gate: Gate, mode: str | None = None) -> Outcome:
-    retrieval = retriever.retrieve(item.question, mode=mode, top_k=TOP_HITS)
+    return judged(item, retriever.retrieve(item.question, mode=mode, top_k=TOP_HITS), gate)
+
+
+def judged(item: Item, retrieval: Retrieval, gate: Gate) -> Outcome:
+    """An item's ranks and the gate's outcome, on a retrieval of its question."""
     ranks = [
         i + 1 for i, h in enumerate(retrieval.hits)
         if any(s in h.chunk.text for s in item.must_contain)
@@ -276,7 +280,7 @@ class MemoryTurnLog:
 
 def answered(item: Item, record: TurnRecord, chunk_text: dict[str, str]) -> Answered:
     """An item's turn, judged against its labels; chunk_text maps each given chunk id to
-    its stored text."""
+    its text (the chunks the turn's retrieval gave)."""
     quotes = [q["text"] for q in record.quotes]
     passages = [p["chunk_id"] for p in record.passages]
     given = any(s in chunk_text.get(cid, "") for cid in passages for s in item.must_contain)
@@ -287,12 +291,17 @@ def answered(item: Item, record: TurnRecord, chunk_text: dict[str, str]) -> Answ
 
 def run_answer_item(item: Item, retriever: Retriever, answerer: Answerer, gate: Gate,
                     mode: str | None = None) -> Outcome:
-    """Retrieval figures as run_item, and the whole turn in a fresh thread; the item counts
-    as refused when the turn refused (by the gate or the composer) or failed, and as the
-    turn's outcome otherwise ("closest" when it was labelled so)."""
-    outcome = run_item(item, retriever, gate, mode)
-    record = answerer.ask(item.question, surface="eval")
-    texts = {c.chunk_id: c.text for c in retriever.store.get_chunks([p["chunk_id"] for p in record.passages])}
+    """The whole turn in a fresh thread, and retrieval figures as run_item on the turn's
+    own retrieval (one per item) when it is the one run_item would make (same retriever,
+    mode and depth), else on one of their own; the item counts as refused when the turn
+    refused (by the gate or the composer) or failed, and as the turn's outcome otherwise
+    ("closest" when it was labelled so)."""
+    record, retrieval = answerer.turn(item.question, surface="eval")
+    same = (answerer.retriever is retriever and mode in (None, retriever.config.mode)
+            and retriever.config.top_k == TOP_HITS)
+    outcome = (judged(item, retrieval, gate) if retrieval is not None and same
+               else run_item(item, retriever, gate, mode))
+    texts = {c.chunk_id: c.text for c in retrieval.passages} if retrieval is not None else {}
     outcome.answered = answered(item, record, texts)
     outcome.outcome = REFUSED if record.refused or record.error is not None else record.outcome
     return outcome

@@ -25,8 +25,10 @@ from typing import Literal
 import numpy as np
 
 from search import calibration, fusion, typos
+from search.errors import CitebotError
 from search.focus import focus
 from search.glossary import Expansion, Glossary, with_other_names
+from search.retrieval import Retrieval, boundary_neighbour, given_chunks, widen_hits
 from search.retrieval_config import (
     CALIBRATION_TTL_S,
     FLOOD_COLLECTION_SHARE,
@@ -43,40 +45,17 @@ from search.retrieval_config import (
     STEM_WEIGHT,
     STOPWORD_PHRASE_MIN_TOKENS,
     TYPO_WEIGHT,
-    WIDEN_EDGE_SHARE,
-    WIDEN_TOP_HITS,
     RetrievalConfig,
 )
 from search.scope import Scope, limiting
 from search.store import Store
-from search.support import Support, support_of
+from search.support import support_of
 from search.text import STOPWORDS, content_words, joined_terms, name_like, words
 from search.types import Chunk, Hit, LexicalQuery, WeightedTerms, WindowScore
 
+__all__ = ["Reranker", "Retrieval", "Retriever"]
+
 Reranker = Callable[[str, Sequence[str]], Sequence[float]]
-
-
-@dataclass
-class Retrieval:
-    question: str
-    hits: list[Hit]
-    support: Support
-    expansions: list[Expansion] = field(default_factory=list)
-    flooded: list[str] = field(default_factory=list)
-    corrections: dict[str, str] = field(default_factory=dict)
-    addresses: list[str] = field(default_factory=list)
-    timings_ms: dict[str, float] = field(default_factory=dict)
-    scope: Scope | None = None  # the scope it was searched under; None = the whole collection
-    # The question's vector when the dense arm ran (window_scores reuses it).
-    query_vector: np.ndarray | None = field(default=None, repr=False)
-
-
-def _positions(text: str, term: str) -> list[int]:
-    out, start = [], 0
-    while (i := text.find(term, start)) >= 0:
-        out.append(i)
-        start = i + 1
-    return out
 
 
 @dataclass
@@ -219,52 +198,84 @@ class Retriever:
 
     # -- retrieval ------------------------------------------------------------------------
     def retrieve(self, question: str, *, mode: str | None = None, top_k: int | None = None,
-                 scope: Scope | None = None) -> Retrieval:
+                 scope: Scope | None = None, passages: int = 0, windows: bool = False) -> Retrieval:
         """The ranked passages for a question; under `scope`, only passages it allows are
-        read, counted or returned (the store filters; see search/scope.py)."""
-        cfg = self.config
-        asked_scope = scope
-        scope = limiting(scope)
-        mode = mode or cfg.mode
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
-        top_k = top_k or cfg.top_k
+        read, counted or returned (the store filters; see search/scope.py). With
+        `passages`, finished for an answer: the chunks it is given (widened at a boundary)
+        and, with `windows`, their window scores (search/retrieval.py)."""
+        mode, top_k = self._settle(mode, top_k)
+        limited = limiting(scope)
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-
-        asked = self._analyse(question, scope)
+        asked = self._analyse(question, limited)
         timings["analyse"] = (time.perf_counter() - t0) * 1000
         vector: np.ndarray | None = None
         dense: list[tuple[str, float]] = []
         plain: list[tuple[str, float]] = []  # the question's own: the gate reads only these
         if mode in ("dense", "hybrid"):
-            vector, plain, dense = self._dense_arm(question, asked.expansions, scope, timings)
+            vector, plain, dense = self._dense_arm(question, asked.expansions, limited, timings)
         lexical = _LexicalArm()
         if mode in ("lexical", "hybrid"):
-            lexical = self._lexical_arm(question, asked, scope, timings)
+            lexical = self._lexical_arm(question, asked, limited, timings)
+        hits = self._ranked(question, asked, dense, lexical, top_k, limited, timings)
+        null = self.null_distribution() if plain else None
+        support = support_of(asked.terms, asked.dfs, asked.corrections, asked.expansions, hits, plain,
+                             lexical.addressed, asked.n_chunks, null, focus(question))
+        retrieval = Retrieval(
+            question=question, hits=hits, support=support, expansions=asked.expansions,
+            flooded=asked.flooded, corrections=asked.corrections, addresses=lexical.addresses,
+            scope=scope, query_vector=vector, terms=asked.terms,
+        )
+        if passages:
+            self._give(retrieval, passages, windows, limited, timings)
+        timings["total"] = (time.perf_counter() - t0) * 1000
+        retrieval.timings_ms = {k: round(v, 2) for k, v in timings.items()}
+        return retrieval
 
+    def _settle(self, mode: str | None, top_k: int | None) -> tuple[str, int]:
+        """The mode and depth asked for, or the configuration's."""
+        mode = mode or self.config.mode
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+        return mode, top_k or self.config.top_k
+
+    def _ranked(self, question: str, asked: _Analysis, dense: list[tuple[str, float]],
+                lexical: _LexicalArm, top_k: int, scope: Scope | None,
+                timings: dict[str, float]) -> list[Hit]:
+        """The arms fused, reranked when configured, as hits, widened when configured."""
         t = time.perf_counter()
         fused, candidates, order = self._fuse(dense, lexical, top_k)
         timings["fuse"] = (time.perf_counter() - t) * 1000
-        if cfg.rerank:
+        if self.config.rerank:
             if self.reranker is None:
                 raise ValueError("rerank is on but no reranker is configured (CITEBOT_RERANKER)")
             t = time.perf_counter()
             order = self._rerank(question, order, lexical.addressed, fused, scope)
             timings["rerank"] = (time.perf_counter() - t) * 1000
         hits = self._hits(order, candidates, fused, dense, lexical, scope)
-        if cfg.widen:
-            hits = self._widen(hits, asked.terms, top_k, scope)
-        null = self.null_distribution() if plain else None
-        support = support_of(asked.terms, asked.dfs, asked.corrections, asked.expansions, hits, plain,
-                             lexical.addressed, asked.n_chunks, null, focus(question))
-        timings["total"] = (time.perf_counter() - t0) * 1000
-        return Retrieval(
-            question=question, hits=hits, support=support, expansions=asked.expansions,
-            flooded=asked.flooded, corrections=asked.corrections, addresses=lexical.addresses,
-            timings_ms={k: round(v, 2) for k, v in timings.items()}, scope=asked_scope,
-            query_vector=vector,
-        )
+        if self.config.widen:
+            hits = widen_hits(hits, lambda c: self.boundary_neighbour(c, asked.terms, scope), top_k)
+        return hits
+
+    def _give(self, retrieval: Retrieval, count: int, windows: bool, scope: Scope | None,
+              timings: dict[str, float]) -> None:
+        """What an answer is given: the top `count` hits widened at a boundary, and with
+        `windows` their window scores; a store that cannot give those leaves its error in
+        the retrieval (the answer goes on without them and says so)."""
+        t = time.perf_counter()
+        terms = retrieval.terms
+        retrieval.passages = given_chunks(retrieval.hits, count,
+                                          lambda c: self.boundary_neighbour(c, terms, scope))
+        timings["widen"] = (time.perf_counter() - t) * 1000
+        if not windows:
+            return
+        t = time.perf_counter()
+        try:
+            retrieval.windows = self.window_scores(retrieval, retrieval.passages)
+        except CitebotError as exc:
+            retrieval.windows_error = exc
+        finally:
+            timings["windows"] = (time.perf_counter() - t) * 1000
 
     def _analyse(self, question: str, scope: Scope | None) -> _Analysis:
         """The question's content words, their document frequencies, typo fixes, and its
@@ -420,37 +431,9 @@ class Retriever:
     def boundary_neighbour(self, chunk: Chunk, terms: Sequence[str],
                            scope: Scope | None = None) -> Chunk | None:
         """The next (previous) chunk of the document when the question's words sit in the
-        last (first) fifth of this one: the passage is probably cut at a boundary. A
-        neighbour is of the same document, so of the same scope; checked all the same."""
-        found = self._boundary_neighbour(chunk, terms)
+        last (first) fifth of this one (search/retrieval.py). A neighbour is of the same
+        document, so of the same scope; checked all the same."""
+        found = boundary_neighbour(self.store, chunk, terms)
         if found is not None and scope is not None and not scope.allows(found.source):
             return None
         return found
-
-    def _boundary_neighbour(self, chunk: Chunk, terms: Sequence[str]) -> Chunk | None:
-        folded = " ".join(words(chunk.text))
-        spots = [m for t in terms for m in _positions(folded, t)]
-        if not spots:
-            return None
-        prev, nxt = self.store.neighbours(chunk)
-        n = max(1, len(folded))
-        if nxt is not None and max(spots) / n >= 1 - WIDEN_EDGE_SHARE:
-            return nxt
-        if prev is not None and chunk.overlap_prev == 0 and min(spots) / n <= WIDEN_EDGE_SHARE:
-            return prev
-        return None
-
-    def _widen(self, hits: list[Hit], terms: list[str], top_k: int,
-               scope: Scope | None = None) -> list[Hit]:
-        """Add the neighbour of a top hit whose question words sit at its edge."""
-        present = {h.chunk.chunk_id for h in hits}
-        out: list[Hit] = []
-        for rank, hit in enumerate(hits):
-            out.append(hit)
-            if rank >= WIDEN_TOP_HITS or not terms:
-                continue
-            extra = self.boundary_neighbour(hit.chunk, terms, scope)
-            if extra is not None and extra.chunk_id not in present:
-                out.append(Hit(chunk=extra, score=hit.score, reasons=["widened"]))
-                present.add(extra.chunk_id)
-        return out[:top_k]

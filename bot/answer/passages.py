@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from bot.answer.checks import quote_in
+from search.retrieval import given_chunks
 from search.types import Chunk, Hit, WindowScore
 
 
@@ -58,38 +59,29 @@ def strip_overlap(chunk: Chunk, previous: Chunk | None) -> str:
     return chunk.text[n:].lstrip("\n")
 
 
-# At most this many neighbours are added by widening, beyond the passage count.
-WIDEN_MAX_EXTRA = 2
+def numbered(chunks: Sequence[Chunk]) -> list[Passage]:
+    """The chunks as passages numbered from 1, in order, each without the overlap it shares
+    with the chunk before it in the document when that one is given too."""
+    by_position = {(c.doc_id, c.ordinal): c for c in chunks}
+    return [
+        Passage(i + 1, c, strip_overlap(c, by_position.get((c.doc_id, c.ordinal - 1))))
+        for i, c in enumerate(chunks)
+    ]
 
 
 def select_passages(
     hits: list[Hit], count: int, widen: Callable[[Chunk], Chunk | None] | None = None
 ) -> list[Passage]:
     """The top hits as numbered passages, in rank order; with `widen`, a hit cut at a
-    boundary is followed by its neighbour (at most WIDEN_MAX_EXTRA of them)."""
-    chosen = [h.chunk for h in hits[:count]]
-    if widen is not None:
-        ids = {c.chunk_id for c in chosen}
-        widened: list[Chunk] = []
-        extra = 0
-        for c in chosen:
-            widened.append(c)
-            n = widen(c) if extra < WIDEN_MAX_EXTRA else None
-            if n is not None and n.chunk_id not in ids:
-                widened.append(n)
-                ids.add(n.chunk_id)
-                extra += 1
-        chosen = widened
-    by_position = {(c.doc_id, c.ordinal): c for c in chosen}
-    return [
-        Passage(i + 1, c, strip_overlap(c, by_position.get((c.doc_id, c.ordinal - 1))))
-        for i, c in enumerate(chosen)
-    ]
+    boundary is followed by its neighbour (search.retrieval.given_chunks, the one widening
+    a turn's retrieval does)."""
+    return numbered(given_chunks(hits, count, widen))
 
 
 def with_windows(passages: Sequence[Passage], scores: Mapping[str, Sequence[WindowScore]]) -> list[Passage]:
-    """The passages with their chunks' window scores (search.Retriever.window_scores),
-    spans moved from the chunk's text into the passage's (which may have lost its overlap)."""
+    """The passages with their chunks' window scores (search.Retriever.window_scores, read
+    into the turn's Retrieval), spans moved from the chunk's text into the passage's (which
+    may have lost its overlap)."""
     out = []
     for p in passages:
         cut = len(p.chunk.text) - len(p.text)

@@ -17,7 +17,7 @@ from bot.answer.checks import ClaimJudge, check_answer, flag_inline
 from bot.answer.compose import Composer, Composition, streams
 from bot.answer.condense import condense
 from bot.answer.gate import CLOSEST, CLOSEST_LABEL, REFUSED, Gate, Verdict
-from bot.answer.passages import Passage, cited_under, select_passages, with_windows
+from bot.answer.passages import Passage, cited_under, numbered, with_windows
 from bot.answer.record import TurnRecord, error_text, failure_text, new_turn_id, pack_vector
 from bot.answer.release import SentenceRelease, Sink
 from bot.memory.redis import RedisUnavailable
@@ -28,7 +28,7 @@ from search import links
 from search.errors import CitebotError, SearchBackendError, StoreError
 from search.retrieve import Retrieval, Retriever
 from search.scope import Scope
-from search.text import content_words, words
+from search.text import words
 from search.types import Chunk, text_hash
 
 log = structlog.get_logger("citebot.turn")
@@ -87,23 +87,41 @@ class Answerer:
         """One turn; under `scope` (a channel's), only passages the scope allows are
         retrieved, shown or given to the composer. With `release`, a composer that streams
         hands it each sentence once checked (bot.answer.release); the record is the same."""
+        return self.turn(question, thread_key=thread_key, user=user, channel=channel,
+                         surface=surface, turn_id=turn_id, scope=scope, release=release)[0]
+
+    def turn(
+        self,
+        question: str,
+        *,
+        thread_key: str | None = None,
+        user: str | None = None,
+        channel: str | None = None,
+        surface: str = "cli",
+        turn_id: str | None = None,
+        scope: Scope | None = None,
+        release: Sink | None = None,
+    ) -> tuple[TurnRecord, Retrieval | None]:
+        """`ask`, with the turn's retrieval (None when the turn failed before it had one):
+        the eval harness judges its ranks on it rather than retrieving again."""
         started = time.perf_counter()
+        held: list[Retrieval] = []
         record = new_record(question, turn_id=turn_id, user=user, channel=channel,
                             thread=thread_key, surface=surface)
         if scope is not None:
             record.scope = {"name": scope.name, "sources": list(scope.globs)}
         structlog.contextvars.bind_contextvars(turn_id=record.turn_id)
         try:
-            self._run(record, thread_key, scope, release)
+            self._run(record, thread_key, scope, release, held)
         except Exception as exc:  # noqa: BLE001 - the edge of a turn: record it, say it
             fail(record, exc)
         record.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 2)
         log_turn(self.turnlog, record)
         structlog.contextvars.unbind_contextvars("turn_id")
-        return record
+        return record, (held[0] if held else None)
 
-    def _run(self, record: TurnRecord, thread_key: str | None, scope: Scope | None = None,
-             release: Sink | None = None) -> None:
+    def _run(self, record: TurnRecord, thread_key: str | None, scope: Scope | None,
+             release: Sink | None, held: list[Retrieval]) -> None:
         history = self._history(record, thread_key)
         t = time.perf_counter()
         if self.condenser is not None and history:
@@ -112,20 +130,9 @@ class Answerer:
             record.condensed_query = condense(record.question, history)
         record.timings_ms["condense"] = round((time.perf_counter() - t) * 1000, 2)
 
-        retrieval = self.retriever.retrieve(record.condensed_query, scope=scope)
-        record.timings_ms.update({f"retrieve_{k}": v for k, v in retrieval.timings_ms.items()})
-        record.candidates = [
-            {"chunk_id": h.chunk.chunk_id, "source": h.chunk.source, "score": h.score,
-             "dense_rank": h.dense_rank, "lexical_rank": h.lexical_rank, "reasons": h.reasons}
-            for h in retrieval.hits
-        ]
-        record.support = asdict(retrieval.support)
-        if retrieval.query_vector is not None:
-            record.question_vector = pack_vector(retrieval.query_vector)
-        record.expansions = [{"found": e.found, "expands_to": e.expands_to} for e in retrieval.expansions]
-        record.corrections = retrieval.corrections
-        record.addresses = retrieval.addresses
-
+        retrieval = self.retrieve(record.condensed_query, scope)
+        held.append(retrieval)
+        _record_retrieval(record, retrieval)
         verdict = (self.gate.judge(retrieval.support) if retrieval.hits
                    else Verdict(REFUSED, "the store returned no passages"))
         if verdict.outcome == REFUSED:
@@ -140,7 +147,7 @@ class Answerer:
         if closest:
             record.outcome, record.closest_reason = CLOSEST, verdict.reason
 
-        passages = self.passages(record, retrieval, scope)
+        passages = self.passages(record, retrieval)
         record.passages = [
             {"number": p.number, "chunk_id": p.chunk.chunk_id, "source": p.chunk.source,
              "heading_path": list(p.chunk.heading_path), "page": p.chunk.page,
@@ -226,34 +233,28 @@ class Answerer:
             answer = "⚠️ Unsupported: this answer cites no passage that was given, so it is not shown as an answer.\n\n" + answer
         record.answer = answer
 
-    def passages(self, record: TurnRecord, retrieval: Retrieval, scope: Scope | None = None) -> list[Passage]:
-        """What the composer is given for a retrieval: the top hits as numbered passages,
-        widened at a boundary, with their window scores when the composer reads them
-        (benchmarks that time or replay composing take them from here too)."""
-        terms = content_words(record.condensed_query)
-        passages = select_passages(
-            retrieval.hits, self.passage_count,
-            widen=lambda c: self.retriever.boundary_neighbour(c, terms, scope),
-        )
-        if getattr(self.composer, "reads_windows", False):
-            passages = self._with_windows(record, retrieval, passages)
-        return passages
+    def retrieve(self, query: str, scope: Scope | None = None) -> Retrieval:
+        """A turn's retrieval, finished for the answer (search/retrieval.py): the passages
+        to give, widened at a boundary, with their window scores when the composer reads
+        them (benchmarks that time or replay composing retrieve through here too)."""
+        return self.retriever.retrieve(query, scope=scope, passages=self.passage_count,
+                                       windows=bool(getattr(self.composer, "reads_windows", False)))
 
-    def _with_windows(self, record: TurnRecord, retrieval: Retrieval, passages: list[Passage]) -> list[Passage]:
-        """The passages with their window scores (compose.py WINDOW_WEIGHT); when the store
-        cannot give them, the passages as they are: the sentences are chosen without
-        knowing where in a passage the question's meaning lies, and the record says so."""
-        t = time.perf_counter()
-        try:
-            scores = self.retriever.window_scores(retrieval, [p.chunk for p in passages])
-        except CitebotError as exc:
-            record.errors.append(f"window scores read failed: {error_text(exc)}; "
-                                 "sentences chosen without them")
-            log.warning("window_scores_unreadable", error=error_text(exc))
+    def passages(self, record: TurnRecord, retrieval: Retrieval) -> list[Passage]:
+        """What the composer is given, from the retrieval: its passages numbered, with their
+        window scores when the composer reads them. When the store could not give those,
+        the passages as they are: the sentences are chosen without knowing where in a
+        passage the question's meaning lies, and the record says so."""
+        passages = numbered(retrieval.passages)
+        if not getattr(self.composer, "reads_windows", False):
             return passages
-        finally:
-            record.timings_ms["windows"] = round((time.perf_counter() - t) * 1000, 2)
-        return with_windows(passages, scores)
+        record.timings_ms["windows"] = retrieval.timings_ms.get("windows", 0.0)
+        if retrieval.windows_error is not None:
+            reason = error_text(retrieval.windows_error)
+            record.errors.append(f"window scores read failed: {reason}; sentences chosen without them")
+            log.warning("window_scores_unreadable", error=reason)
+            return passages
+        return with_windows(passages, retrieval.windows or {})
 
     def _history(self, record: TurnRecord, thread_key: str | None) -> list[PriorTurn]:
         """The thread's earlier turns; when the state cannot be read (Redis down), none: the
@@ -279,6 +280,23 @@ class Answerer:
         except Exception as exc:  # noqa: BLE001 - the answer is checked and ready: keep it
             record.errors.append(f"conversation state write failed: {error_text(exc)}")
             log.error("conversation_state_failed", error=error_text(exc))
+
+
+def _record_retrieval(record: TurnRecord, retrieval: Retrieval) -> None:
+    """What the turn log keeps of the retrieval: its timings, candidates, support signals,
+    the question's vector, glossary expansions, typo fixes and addresses."""
+    record.timings_ms.update({f"retrieve_{k}": v for k, v in retrieval.timings_ms.items()})
+    record.candidates = [
+        {"chunk_id": h.chunk.chunk_id, "source": h.chunk.source, "score": h.score,
+         "dense_rank": h.dense_rank, "lexical_rank": h.lexical_rank, "reasons": h.reasons}
+        for h in retrieval.hits
+    ]
+    record.support = asdict(retrieval.support)
+    if retrieval.query_vector is not None:
+        record.question_vector = pack_vector(retrieval.query_vector)
+    record.expansions = [{"found": e.found, "expands_to": e.expands_to} for e in retrieval.expansions]
+    record.corrections = retrieval.corrections
+    record.addresses = retrieval.addresses
 
 
 def labelled(release: Sink) -> Sink:
