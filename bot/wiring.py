@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from bot.slack.recall_memo import RecallMemo
     from bot.slack.recent import RecentTurns
     from bot.slack.scopes import Scopes
+    from bot.slack.viewing import Viewing
     from ingest.embedder import Embedder
     from ingest.sources import Source
     from search.glossary import Glossary
@@ -212,6 +213,12 @@ class Components:
 
         return InProcessRecallMemo() if self.redis is None else RedisRecallMemo(self.redis, self.prefix)
 
+    @cached_property
+    def viewing(self) -> Viewing:
+        from bot.slack.viewing import InProcessViewing, RedisViewing
+
+        return InProcessViewing() if self.redis is None else RedisViewing(self.redis, self.prefix)
+
     # -- answering ---------------------------------------------------------------------------
     def composer(self) -> Composer:
         from bot.answer.compose import ExtractiveComposer
@@ -299,6 +306,7 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
         answerer=lambda: components.answerer, state=components.state,
         turnlog=components.turnlog, deduper=components.deduper, limiter=components.limiter,
         recent=components.recent, scopes=scopes, recall_memo=components.recall_memo,
+        viewing=components.viewing,
     )
     structlog.get_logger("citebot.slack").info(
         "slack_bot_ready", bot_user_id=identity.bot_user_id, team_id=identity.team_id,
