@@ -49,6 +49,9 @@ PROMPTS_MAX = 4
 PROMPT_TITLE_MAX = 40
 TITLE_MAX = 60
 PROMPTS_TITLE = "Ask about what I can answer from for you:"
+# The events the agent surface listens to (bot.slack.bot registers them; the manifest
+# subscribes them: tests/test_slack_manifest.py).
+AGENT_EVENTS = ("app_context_changed", "assistant_thread_started", "assistant_thread_context_changed")
 CHANNEL_ENTITY = "slack#/types/channel_id"
 MESSAGE_ENTITY = "slack#/types/message_context"
 _CHANNEL_ID = re.compile(r"^[CG][A-Z0-9]{2,}$")
