@@ -6,6 +6,7 @@ Context is kept in this process or in the real Redis (CITEBOT_TEST_REDIS_URL).""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,29 @@ def test_refused_agent_methods_are_logged_once_and_the_answer_still_arrives(
                                                     "assistant.threads.setTitle"]
     assert all(e["error"] == error for e in refused)
     assert len(standin.calls("assistant.threads.setSuggestedPrompts")) == 1  # not asked again
+
+
+@pytest.mark.parametrize("event", [
+    {"type": "app_context_changed", "user": "UALICE", "context": {"entities": 5}},
+    {"type": "app_context_changed", "user": "UALICE", "context": {"entities": ["x", {"type": 3}]}},
+    {"type": "app_context_changed", "user": "UALICE", "context": {"entities": [
+        {"type": "slack#/types/channel_id", "value": "<@U1> " + "x" * 5000}]}},
+    {"type": "app_context_changed", "user": {"id": "UALICE"}, "context": "CPEOPLE"},
+    {"type": "assistant_thread_started", "assistant_thread": "DAGENT"},
+    {"type": "assistant_thread_started", "assistant_thread": {"user_id": 1, "channel_id": [],
+                                                              "thread_ts": None}},
+    {"type": "assistant_thread_context_changed", "assistant_thread": {"channel_id": "DAGENT",
+                                                                      "thread_ts": {}}},
+])
+def test_malformed_agent_events_are_acked_and_change_nothing(standin, start_bot, small_store,
+                                                             scopes_file, event, caplog):
+    standin.agent.members["CPEOPLE"] = ["UALICE"]
+    h = start_bot(small_store, scopes=scopes_file)
+    with capture_logs() as logs:
+        assert h.sender.event(event).status == 200
+        h.drain()
+    assert not [e for e in logs if e.get("log_level") in ("error", "critical")], logs
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]  # Bolt's own log
+    assert standin.calls("assistant.threads.setSuggestedPrompts") == []
+    record = dm_question(h, standin, "UALICE", PEOPLE_QUESTION, standin.next_ts(), channel="DUALICE")
+    assert record["scope"]["name"] == "default"  # nothing viewed was taken from them

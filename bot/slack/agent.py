@@ -55,6 +55,7 @@ AGENT_EVENTS = ("app_context_changed", "assistant_thread_started", "assistant_th
 CHANNEL_ENTITY = "slack#/types/channel_id"
 MESSAGE_ENTITY = "slack#/types/message_context"
 _CHANNEL_ID = re.compile(r"^[CG][A-Z0-9]{2,}$")
+_ANY_CONVERSATION = re.compile(r"^[CGD][A-Z0-9]{2,30}$")
 
 
 class AgentSurface:
@@ -78,25 +79,25 @@ class AgentSurface:
             self.greet(str(user), channel, None)
 
     def on_thread_started(self, body: dict, event: dict) -> None:
-        thread = event.get("assistant_thread") or {}
+        thread = _object(event.get("assistant_thread"))
         user, channel, ts = thread.get("user_id"), thread.get("channel_id"), thread.get("thread_ts")
         with self.runner.job(user=user, event_id=body.get("event_id"), surface="slack_agent"):
-            if not (user and channel and ts):
+            if not all(isinstance(x, str) and x for x in (user, channel, ts)):
                 log.warning("agent_thread_unreadable", keys=sorted(thread)[:10])
                 return
             self._note(f"{channel}:{ts}", viewed_channel(thread.get("context")))
             self.greet(str(user), str(channel), str(ts))
 
     def on_thread_context_changed(self, body: dict, event: dict) -> None:
-        thread = event.get("assistant_thread") or {}
+        thread = _object(event.get("assistant_thread"))
         with self.runner.job(user=thread.get("user_id"), event_id=body.get("event_id"),
                              surface="slack_agent"):
-            if thread.get("channel_id") and thread.get("thread_ts"):
+            if isinstance(thread.get("channel_id"), str) and isinstance(thread.get("thread_ts"), str):
                 self._note(f"{thread['channel_id']}:{thread['thread_ts']}",
                            viewed_channel(thread.get("context")))
 
     def on_context_changed(self, body: dict, event: dict) -> None:
-        user = event.get("user") or _person(body)
+        user = event.get("user") if isinstance(event.get("user"), str) else _person(body)
         with self.runner.job(user=user, event_id=body.get("event_id"), surface="slack_agent"):
             if not user:
                 log.warning("agent_context_without_person")
@@ -192,12 +193,19 @@ class AgentSurface:
 
 
 def viewed_channel(context: Any) -> str:
-    """The most relevant channel in an event's context ("" when there is none)."""
+    """The most relevant channel in an event's context ("" when there is none or it is no
+    channel id: whatever else a payload holds is never stored)."""
+    found = _first_channel(context)
+    return found if _ANY_CONVERSATION.match(found) else ""
+
+
+def _first_channel(context: Any) -> str:
     if not isinstance(context, dict):
         return ""
     if isinstance(context.get("channel_id"), str):  # assistant_thread.context
         return context["channel_id"]
-    for entity in context.get("entities") or []:  # app_context_changed, by relevance
+    entities = context.get("entities")
+    for entity in entities if isinstance(entities, list) else []:  # app_context_changed, by relevance
         if not isinstance(entity, dict):
             continue
         value = entity.get("value")
@@ -208,8 +216,13 @@ def viewed_channel(context: Any) -> str:
     return ""
 
 
+def _object(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def _person(body: dict) -> str | None:
-    for auth in body.get("authorizations") or []:
+    auths = body.get("authorizations")
+    for auth in auths if isinstance(auths, list) else []:
         if isinstance(auth, dict) and not auth.get("is_bot") and auth.get("user_id"):
             return str(auth["user_id"])
     return None
