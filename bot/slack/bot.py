@@ -8,6 +8,8 @@ Entry points, all answered by the same grounded turn (bot.answer.turn.Answerer):
 - the slash command (/ask)      -> an ephemeral answer with "Share in channel";
   `/ask help`; `/ask why [turn]` explains the last answer from the turn log;
 - buttons -> feedback, share, why; the message shortcut and Home tab: bot.slack.shortcut, .home.
+- the agent DM (Slack's agent view) -> suggested prompts, thread titles, the viewed channel's
+  scope for its members: bot.slack.agent; the answers' stages as task updates: bot.slack.tasks.
 
 Speed and exactly-once: every listener acks at once (Bolt lazy listeners with
 process_before_response, so the ack is written before any work starts) and the work runs
