@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from bot.slack.recall_memo import RecallMemo
     from bot.slack.recent import RecentTurns
     from bot.slack.scopes import Scopes
+    from bot.slack.viewing import Viewing
     from bot.team_collections import TeamCollections
     from ingest.embedder import Embedder
     from ingest.sources import Source
@@ -222,6 +223,12 @@ class Components:
 
         return InProcessRecallMemo() if self.redis is None else RedisRecallMemo(self.redis, self.prefix)
 
+    @cached_property
+    def viewing(self) -> Viewing:
+        from bot.slack.viewing import InProcessViewing, RedisViewing
+
+        return InProcessViewing() if self.redis is None else RedisViewing(self.redis, self.prefix)
+
     # -- answering ---------------------------------------------------------------------------
     def composer(self) -> Composer:
         from bot.answer.compose import ExtractiveComposer
@@ -329,6 +336,7 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
         turnlog=turnlog, deduper=components.deduper, limiter=components.limiter,
         recent=components.recent, scopes=scopes, recall_memo=components.recall_memo,
         oauth_settings=many.settings if many else None,
+        viewing=components.viewing,
     )
     if many is not None:
         many.attach(bot.app, components.state)

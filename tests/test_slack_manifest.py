@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import yaml
 
+from bot.slack.agent import AGENT_EVENTS, AgentSurface
 from bot.slack.render import render_help
 from bot.slack.shortcut import SHORTCUT_CALLBACK_ID, SHORTCUT_NAME, SHORTCUT_NAME_MAX
 from tests.conftest import REPO
@@ -35,3 +36,18 @@ def test_the_slack_page_names_every_scope_and_event_the_manifest_asks_for():
              + MANIFEST["settings"]["event_subscriptions"]["bot_events"])
     assert [name for name in asked if f"`{name}`" not in slack] == []
     assert SHORTCUT_NAME in slack and SHORTCUT_CALLBACK_ID in slack
+
+
+def test_the_agent_view_and_its_scope_and_events_are_declared_as_the_code_uses_them():
+    agent = MANIFEST["features"]["agent_view"]
+    assert "assistant_view" not in MANIFEST["features"]  # Slack is deprecating it
+    assert 0 < len(agent["agent_description"]) <= 300  # Slack's limit (the manifest schema)
+    assert "assistant:write" in MANIFEST["oauth_config"]["scopes"]["bot"]  # prompts, titles
+    events = set(MANIFEST["settings"]["event_subscriptions"]["bot_events"])
+    assert set(AGENT_EVENTS) <= events and "app_home_opened" in events
+    for name in ("on_context_changed", "on_thread_started", "on_thread_context_changed",
+                 "on_home_opened", "greet", "title", "scoped"):
+        assert callable(getattr(AgentSurface, name))
+    slack = (REPO / "docs" / "slack.md").read_text(encoding="utf-8")
+    assert "`agent_view`" in slack and all(f"`{m}`" in slack for m in (
+        "assistant.threads.setSuggestedPrompts", "assistant.threads.setTitle", "conversations.members"))

@@ -8,6 +8,8 @@ Entry points, all answered by the same grounded turn (bot.answer.turn.Answerer):
 - the slash command (/ask)      -> an ephemeral answer with "Share in channel";
   `/ask help`; `/ask why [turn]` explains the last answer from the turn log;
 - buttons -> feedback, share, why; the message shortcut and Home tab: bot.slack.shortcut, .home.
+- the agent DM (Slack's agent view) -> suggested prompts, thread titles, the viewed channel's
+  scope for its members: bot.slack.agent; the answers' stages as task updates: bot.slack.tasks.
 
 Speed and exactly-once: every listener acks at once (Bolt lazy listeners with
 process_before_response, so the ack is written before any work starts) and the work runs
@@ -37,6 +39,7 @@ from bot.memory.state import ConversationState
 from bot.memory.turnlog import TurnLog
 from bot.metrics import RATE_LIMITED
 from bot.slack.actions import TurnActions
+from bot.slack.agent import AgentSurface
 from bot.slack.client import bolt_logger
 from bot.slack.dedupe import Deduper, claim_question
 from bot.slack.delivery import Delivery, failure_notice
@@ -59,6 +62,7 @@ from bot.slack.ratelimit import RateLimiter
 from bot.slack.recall import ThreadRecall
 from bot.slack.recall_memo import RecallMemo
 from bot.slack.recent import RecentTurns, last_turn
+from bot.slack.refusals import Refusals
 from bot.slack.render import (
     ACTION_FEEDBACK,
     ACTION_FEEDBACK_DOWN,
@@ -75,6 +79,7 @@ from bot.slack.scopes import Admission, ChannelPolicy, Scopes, not_here
 from bot.slack.shortcut import SHORTCUT_CALLBACK_ID, MessageShortcut
 from bot.slack.stream import AnswerStream, Streaming
 from bot.slack.turns import TurnRunner
+from bot.slack.viewing import InProcessViewing, Viewing
 from search.errors import ConfigError
 
 log = structlog.get_logger("citebot.slack")
@@ -117,6 +122,7 @@ class SlackBot:
         scopes: Scopes | None = None,
         recall_memo: RecallMemo | None = None,
         oauth_settings: OAuthSettings | None = None,  # many workspaces: bot.slack.many
+        viewing: Viewing | None = None,
     ) -> None:
         if config.signing_secret is None and not config.socket_mode:
             raise ConfigError(
@@ -131,7 +137,10 @@ class SlackBot:
         self.policy = self.admission.policy  # a conversation's policy (bot.slack.scopes)
         self.command = config.slash_command
         self.delivery = Delivery(client, config.source_url)
-        self.streaming = Streaming(client, self.delivery, identity.team_id, config.stream_answers)
+        self.refusals = Refusals()  # the agent surface's extras Slack refused (bot.slack.refusals)
+        self.viewing = viewing or InProcessViewing()
+        self.streaming = Streaming(client, self.delivery, identity.team_id, config.stream_answers,
+                                   self.refusals)
         self.recall = ThreadRecall(client, state, identity, recall_memo)
         self.actions = TurnActions(self.delivery, turnlog, config.slash_command, self.policy,
                                    store=lambda: self.runner.answerer().retriever.store)
@@ -165,7 +174,13 @@ class SlackBot:
         self.home = HomeTab(self.runner, self.client, self.scopes, self.command)
         self.shortcut = MessageShortcut(self.runner, self.delivery, self.identity, self.admission,
                                         self.command)
-        app.event("app_home_opened")(ack=_ack, lazy=[self.home.on_opened])
+        self.agent = AgentSurface(self.client, self.runner, self.home, self.admission, self.viewing,
+                                  self.refusals)  # the agent DM: bot.slack.agent
+        app.event("app_home_opened")(ack=_ack, lazy=[self.home.on_opened, self.agent.on_home_opened])
+        app.event("assistant_thread_started")(ack=_ack, lazy=[self.agent.on_thread_started])
+        app.event("assistant_thread_context_changed")(ack=_ack,
+                                                      lazy=[self.agent.on_thread_context_changed])
+        app.event("app_context_changed")(ack=_ack, lazy=[self.agent.on_context_changed])
         app.shortcut(SHORTCUT_CALLBACK_ID)(ack=_ack, lazy=[self.shortcut.on_shortcut])
 
     def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> bool:
@@ -225,7 +240,7 @@ class SlackBot:
                     f"Ask me a question after the mention, e.g. _@citebot how often does the release "
                     f"train leave?_ — or type `{escape(self.command)} help`.", turn_id))
                 return
-            policy = self.policy(q.channel, q.user, own_dm=q.surface == SURFACE_DM)
+            policy = self.agent.scoped(q, self.policy(q.channel, q.user, own_dm=q.surface == SURFACE_DM))
             refusal = not_here(policy, q.shared)
             if refusal:
                 log.info("slack_not_answered_here", reason=refusal, reply=policy.reply)
@@ -245,6 +260,7 @@ class SlackBot:
                             thread_key=f"{q.thread_key}:{q.user}" if q.thread_key else None)
                 self.runner.hand_on(self._finish_ephemeral, q, turn_id, policy)
                 return
+            self.agent.title(q)  # a DM thread's first question names it
             stream, progress_ts = self.streaming.begin(q, turn_id)  # a status, or the placeholder
             self.runner.hand_on(self._finish, q, turn_id, progress_ts, policy, stream)
         except Exception as exc:  # noqa: BLE001 - the edge: said in Slack, logged with its trace

@@ -17,6 +17,8 @@ sentences as each passes its checks, then the sources, turn id and feedback cont
    metadata (so the thread can be read back: bot.slack.recall). Past 12,000 characters (the
    most one message's markdown may hold) the answer goes on in a further streamed message,
    cut between sentences.
+4. Stages. The first sentence's call and stopStream also carry task updates (searched,
+   checking, checked, with the cited sources' links): bot.slack.tasks.
 
 Falling back, nothing lost: when setStatus is refused the turn takes the placeholder path
 (bot.slack.delivery); when a streaming call fails, or what was streamed is not the start
@@ -36,8 +38,10 @@ from bot.answer.textlinks import visible_piece
 from bot.slack.client import SLACK_ERRORS, slack_failed
 from bot.slack.delivery import Delivery, turn_metadata
 from bot.slack.inbound import SURFACE_EPHEMERAL, Question
+from bot.slack.refusals import Refusals
 from bot.slack.render import escape, turn_trailer
 from bot.slack.split import MARKDOWN_MAX, split_markdown
+from bot.slack.tasks import StageTasks
 from bot.slack.workspace import workspace_team_id
 
 log = structlog.get_logger("citebot.slack")
@@ -56,10 +60,11 @@ class Streaming:
     """Decides which turns stream, and starts them (a status in their thread)."""
 
     def __init__(self, client: WebClient, delivery: Delivery, team_id: str | None,
-                 enabled: bool) -> None:
+                 enabled: bool, refusals: Refusals | None = None) -> None:
         self.client = client
         self.delivery = delivery
         self.team_id = team_id
+        self.refusals = refusals or Refusals()  # task chunks Slack refused (bot.slack.tasks)
         self.enabled = enabled  # the composer streams: Claude does; the extractive one does not
 
     def begin(self, q: Question, turn_id: str) -> tuple[AnswerStream | None, str | None]:
@@ -67,7 +72,7 @@ class Streaming:
         placeholder's ts) without a streaming composer, a thread to stream in, or the status."""
         if self.enabled and q.reply_thread_ts and q.surface != SURFACE_EPHEMERAL:
             team_id = self.team_id or workspace_team_id()  # many workspaces: the request's
-            stream = AnswerStream(self.client, self.delivery, q, turn_id, team_id)
+            stream = AnswerStream(self.client, self.delivery, q, turn_id, team_id, self.refusals)
             if stream.status(STATUS, LOADING_MESSAGES):
                 return stream, None
         return None, self.delivery.progress(q, turn_id)
@@ -77,8 +82,9 @@ class AnswerStream:
     """One answer streamed into one thread (one turn worker uses it at a time)."""
 
     def __init__(self, client: WebClient, delivery: Delivery, q: Question, turn_id: str,
-                 team_id: str | None) -> None:
+                 team_id: str | None, refusals: Refusals | None = None) -> None:
         self.client = client
+        self.tasks = StageTasks(client, q, refusals or Refusals(), delivery.url_template)
         self.delivery = delivery
         self.q = q
         self.turn_id = turn_id
@@ -110,6 +116,7 @@ class AnswerStream:
     def release(self, piece: str) -> None:
         if self.broken:
             raise StreamBroken(self.broken)
+        self.tasks.checking()  # the stages ride on the first sentence's call (bot.slack.tasks)
         self._append(escape(self._unlinked(piece)))
         self.shown += piece
 
@@ -124,8 +131,9 @@ class AnswerStream:
             if not self.messages or self.chars + len(part) > MARKDOWN_MAX:
                 self._next_message()
             try:
-                self.messages[-1].append(markdown_text=part)
+                self.messages[-1].append(markdown_text=part, chunks=self.tasks.take())
             except SLACK_ERRORS as exc:
+                self.tasks.failed(exc)
                 self._broke("append", exc)
             self.chars += len(part)
 
@@ -159,7 +167,8 @@ class AnswerStream:
                     self._append(rest)  # a message of its own, or more than this one holds
                     rest = ""
                 trailer = turn_trailer(record, url_template=self.delivery.url_template)
-                self.messages[-1].stop(markdown_text=rest or None,
+                self.tasks.done(record)
+                self.messages[-1].stop(markdown_text=rest or None, chunks=self.tasks.take(),
                                        blocks=[b.to_dict() for b in trailer],
                                        metadata=turn_metadata(record))
                 self.stopped = True
@@ -172,6 +181,7 @@ class AnswerStream:
         except StreamBroken:
             self._fall_back(record)
         except SLACK_ERRORS as exc:  # stopStream itself failed
+            self.tasks.failed(exc)
             self.broken = f"stop: {slack_failed(exc)}"
             log.warning("slack_stream_failed", call="stop", error=self.broken)
             self._fall_back(record)

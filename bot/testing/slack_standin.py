@@ -4,7 +4,8 @@
 answers like the Web API (auth.test, chat.postMessage, chat.update, chat.delete,
 chat.postEphemeral, reactions.add/remove, conversations.replies, conversations.info,
 assistant.threads.setStatus, views.publish, and the streaming trio chat.startStream,
-chat.appendStream and chat.stopStream: bot/testing/slack_streams.py) and keeps each
+chat.appendStream and chat.stopStream: bot/testing/slack_streams.py; the agent surface's
+methods and chunk types: bot/testing/slack_agent_standin.py) and keeps each
 channel's messages, so conversations.replies reads back what the bot posted or streamed,
 metadata included (and `home` each person's Home tab). Slack's documented size limits are
 enforced: at most 12,000 characters of markdown per streaming call and across the markdown
@@ -34,6 +35,7 @@ from typing import Any
 
 from slack_sdk.signature import SignatureVerifier
 
+from bot.testing.slack_agent_standin import AgentStandIn
 from bot.testing.slack_home_standin import HomeViews, home_opened_event, shortcut_payload
 from bot.testing.slack_streams import MARKDOWN_MAX, markdown_chars, stream_call
 
@@ -73,6 +75,7 @@ class SlackStandIn:
         # any other D… channel is someone else's DM: channel_not_found, as the bot token gets.
         self.ims: dict[str, str] = {}
         self.home = HomeViews()  # views.publish: home.of(user) is their Home tab
+        self.agent = AgentStandIn()  # assistant.threads.*, members, chunk types
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -252,6 +255,8 @@ class SlackStandIn:
             if pending:
                 return {"ok": False, "error": pending.pop(0)}
             channel = str(p.get("channel", ""))
+            if self.agent.handles(method, p):
+                return self.agent.answer(method, p)
             if method == "views.publish":
                 return self.home.publish(p)
             if method == "auth.test":
