@@ -63,7 +63,7 @@ _SCOPE = re.compile(r"[a-z][a-z_.]*(:[a-z_.]+)*")
 # install asks for what the manifest's single-workspace app has.
 BOT_SCOPES = ("app_mentions:read", "chat:write", "commands", "channels:history", "groups:history",
               "im:history", "mpim:history", "metadata.message:read", "channels:read", "groups:read",
-              "im:read")
+              "im:read", "assistant:write")
 
 
 def _default_store() -> Path:

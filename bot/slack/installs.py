@@ -109,11 +109,11 @@ class RowsInstallationStore(InstallationStore):
         if raw is None:
             return None
         installation = Installation(**json.loads(raw))
-        if user_id:  # the bot may have been refreshed since this person installed
-            bot = self.find_bot(enterprise_id=enterprise_id, team_id=team_id,
-                                is_enterprise_install=is_enterprise_install)
-            if bot is not None:
-                _take_bot(installation, bot)
+        # The bot's own row holds the freshest bot token: a refresh by find_bot saves only it.
+        bot = self.find_bot(enterprise_id=enterprise_id, team_id=team_id,
+                            is_enterprise_install=is_enterprise_install)
+        if bot is not None:
+            _take_bot(installation, bot)
         return installation
 
     def delete_bot(self, *, enterprise_id: str | None, team_id: str | None) -> None:
