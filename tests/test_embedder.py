@@ -74,8 +74,8 @@ def test_a_window_the_model_would_truncate_is_refused(embedder):
 
 
 def test_the_bundled_model_runs_on_onnx_runtime(embedder):
-    from ingest.onnx_graph import unsupported
     from ingest.onnx_encoder import OnnxModel
+    from ingest.onnx_graph import unsupported
 
     assert unsupported(embedder.model_dir) is None
     assert isinstance(embedder.model, OnnxModel)
