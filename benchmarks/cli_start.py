@@ -10,11 +10,15 @@ sentence_transformers` (what it loaded before ingest/minilm.py). `ask` and `sear
 from the sample handbook in the embedded store: DIR, or a temporary store ingested
 first. Goals (quiet 2-core machine; docs/decisions/0021-cli-start.md): ask ≤ 4 s, search
 ≤ 3 s, --help, chunks and turns ≤ 1 s. On a busy machine compare the ratios to `import torch`.
+torch and sentence-transformers are the optional `reference` extra, in neither lock
+(docs/decisions/0037-runtime-without-torch.md): without it their baselines are skipped,
+said in the output, and `over_import_torch` is null.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -30,13 +34,18 @@ QUESTION = "how do I rotate the on-call pager?"
 GOALS_S = {"--help": 1.0, "chunks": 1.0, "turns show": 1.0, "search": 3.0, "ask": 4.0}
 
 
+def reference_installed() -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "sentence_transformers"))
+
+
 def commands(py: str) -> dict[str, list[str]]:
     cli = [py, "-m", "bot.cli"]
+    reference = {"import torch": [py, "-c", "import torch"],
+                 "import sentence_transformers": [py, "-c", "import sentence_transformers"]}
     return {
         "python -c pass": [py, "-c", "pass"],
         "import numpy": [py, "-c", "import numpy"],
-        "import torch": [py, "-c", "import torch"],
-        "import sentence_transformers": [py, "-c", "import sentence_transformers"],
+        **(reference if reference_installed() else {}),
         "--help": [*cli, "--help"],
         "chunks": [*cli, "chunks"],
         "turns show": [*cli, "turns", "show", "t-000000000000"],  # an unknown turn: exits 1
@@ -62,10 +71,10 @@ def measure(store: Path, runs: int) -> dict:
     for _ in range(runs):
         for name, argv in cmds.items():  # interleaved: load drift falls on every command alike
             times[name].append(timed(argv, env))
-    torch_s = statistics.median(times["import torch"])
+    torch_s = statistics.median(times["import torch"]) if "import torch" in times else None
     out = {
         name: {"median_s": round(statistics.median(ts), 3), "min_s": round(min(ts), 3),
-               "over_import_torch": round(statistics.median(ts) / torch_s, 2),
+               "over_import_torch": round(statistics.median(ts) / torch_s, 2) if torch_s else None,
                **({"goal_s": GOALS_S[name]} if name in GOALS_S else {})}
         for name, ts in times.items()
     }
@@ -93,8 +102,11 @@ def main() -> None:
     print(f"{args.runs} runs each, median wall seconds; load {out['load_before']} → {out['load_after']}")
     for name, f in out["commands"].items():
         goal = f"   goal ≤ {f['goal_s']} s" if "goal_s" in f else ""
-        print(f"  {name:30} {f['median_s']:7.3f} s  (min {f['min_s']:.3f}; "
-              f"{f['over_import_torch']:.2f}× import torch){goal}")
+        ratio = f"; {f['over_import_torch']:.2f}× import torch" if f["over_import_torch"] else ""
+        print(f"  {name:30} {f['median_s']:7.3f} s  (min {f['min_s']:.3f}{ratio}){goal}")
+    if not reference_installed():
+        print("import torch and import sentence_transformers skipped: not installed "
+              "(pip install 'citebot[reference]' for them)")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The embedding encoder on each runtime and precision: query latency, window throughput, memory.
 
 Every configuration (ONNX Runtime fp32 and int8 at each thread count asked for; torch's
-forward pass, ingest/minilm.py, where torch is installed) runs in a process of its own,
+forward pass, ingest/minilm.py, only where the optional `reference` extra is installed:
+citebot's runtime lock leaves torch out, and the output then says its rows are skipped) runs in a process of its own,
 loaded once; the parent then interleaves them round by round on the same texts, so a
 burst of load on the shared machine lands on all of them alike. A round: each question
 encoded alone (Embedder.encode_query, as a turn does), then the windows in the ingest's
@@ -88,9 +89,13 @@ def worker(conn, runtime: str, precision: str, threads: int, quick: bool) -> Non
 
 def configurations(threads: list[int]) -> list[tuple[str, str, int]]:
     configs = [("onnxruntime", p, t) for p in ("fp32", "int8") for t in threads]
-    if importlib.util.find_spec("torch") is not None:
+    if torch_installed():
         configs += [("torch", "fp32", t) for t in threads]
     return configs
+
+
+def torch_installed() -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "safetensors"))
 
 
 def run(args: argparse.Namespace) -> list[dict]:
@@ -147,15 +152,21 @@ def main() -> None:
         for p in busy:
             p.kill()
             p.wait()
+    skipped = "" if torch_installed() else (
+        "torch rows skipped: torch is not installed (pip install 'citebot[reference]' for them)")
     if args.json:
         for row in rows:
             print(json.dumps({**row, "contention": args.contention}))
+        if skipped:
+            print(skipped, file=sys.stderr)
         return
     print(f"{'runtime':12} {'precision':9} {'threads':>7} {'query p50 ms':>12} {'p95 ms':>8} "
           f"{'windows/s':>9} {'peak RSS MB':>11}   (busy processes beside it: {args.contention})")
     for r in rows:
         print(f"{r['runtime']:12} {r['precision']:9} {r['threads']:>7} {r['query_p50_ms']:>12} "
               f"{r['query_p95_ms']:>8} {r['windows_per_s']:>9} {r['rss_bytes'] / 1e6:>11.0f}")
+    if skipped:
+        print(skipped)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ Tokens are counted and cut by the `tokenizers` library (the Rust tokenizer that
 transformers' fast tokenizer wraps, same ids and offsets), and the model runs on ONNX
 Runtime (ingest/onnx_encoder.py, a graph built from the weights), so neither torch nor
 transformers is imported: those imports were most of a one-shot command's start-up.
-`runtime="torch"` runs ingest/minilm.py instead (where torch is installed), and a model
-folder the graph builder cannot build runs through sentence-transformers (torch too).
+`runtime="torch"` runs ingest/minilm.py instead, and a model folder the graph builder
+cannot build runs through sentence-transformers: both only where the optional `reference`
+extra (sentence-transformers, torch) is installed, which the runtime lock leaves out.
 """
 
 from __future__ import annotations
@@ -88,14 +89,19 @@ def _torch_model(model_dir: Path, why: str | None, precision: str) -> EncoderMod
         raise ConfigError(f"encoder precision {precision} needs the ONNX Runtime encoder, and "
                           + (f"{model_dir} is a model it cannot build ({why})" if why else
                              "the torch encoder was asked for") + ": use precision fp32")
-    try:
-        import torch  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    # torch and safetensors for the forward pass, sentence-transformers for any other folder:
+    # the optional `reference` extra, never in the runtime lock (docs/decisions/0037-runtime-without-torch.md).
+    needs = ("torch", "safetensors") if why is None else ("torch", "sentence_transformers")
+    missing = [m for m in needs if importlib.util.find_spec(m) is None]
+    if missing:
         need = f"{model_dir} is a model the ONNX builder cannot build ({why}), so it" if why \
             else "the torch encoder"
-        raise ConfigError(f"{need} runs through torch and sentence-transformers, which are "
-                          "not installed here: pip install sentence-transformers, or use the "
-                          "bundled model (unset CITEBOT_MODEL_DIR)") from None
+        raise ConfigError(f"{need} runs through torch and sentence-transformers, which are not "
+                          f"installed here (no {', '.join(missing)}): pip install 'citebot[reference]' "
+                          "(or pip install sentence-transformers), or use the bundled model "
+                          "(unset CITEBOT_MODEL_DIR)")
     from ingest.minilm import MiniLM, SentenceTransformersModel
 
     return MiniLM(model_dir) if why is None else SentenceTransformersModel(model_dir)

@@ -6,12 +6,12 @@ module does the same arithmetic on the same weights (model.safetensors) with tor
 functions, so a command that embeds a question imports neither sentence-transformers nor
 transformers. Measured with `python -X importtime` on a quiet 2-core machine (load 0.4):
 `import sentence_transformers` 4.1 s, `from transformers import BertModel` 3.4 s,
-`import torch` 1.1 s, `import tokenizers` 0.03 s. tests/test_embedder.py checks the
-vectors against sentence-transformers on the windows of the sample handbook.
+`import torch` 1.1 s, `import tokenizers` 0.03 s.
 
 citebot runs the same arithmetic on ONNX Runtime by default (ingest/onnx_encoder.py,
-no torch); this forward pass stays for where torch is installed: the benchmark compares
-the two (benchmarks/encoder.py). A model folder neither reproduces (another architecture
+no torch); this forward pass stays for where the optional `reference` extra (torch,
+sentence-transformers; in neither lock: docs/decisions/0037-runtime-without-torch.md) is
+installed: the benchmark compares the two (benchmarks/encoder.py). A model folder neither reproduces (another architecture
 or pooling: see ingest.onnx_graph.unsupported) is run by sentence-transformers itself,
 which stays the reference.
 """

@@ -1,8 +1,9 @@
 """An optional cross-encoder reranker, loaded from a local folder (never downloaded).
 
 No reranker weights can be fetched on this project's machines, so citebot ships none:
-point CITEBOT_RERANKER at a sentence-transformers CrossEncoder folder you have. The
-tests build a tiny random model to exercise the mechanism.
+point CITEBOT_RERANKER at a sentence-transformers CrossEncoder folder you have, and install
+the optional `reference` extra (sentence-transformers and torch), which the runtime lock
+and the image leave out.
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ class CrossEncoderReranker:
                 f"CITEBOT_RERANKER={model_dir} is not a model folder (no config.json); "
                 "point it at a local sentence-transformers CrossEncoder")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from sentence_transformers import CrossEncoder
+        try:
+            from sentence_transformers import CrossEncoder
+        except ImportError:
+            # Not in the runtime lock (docs/decisions/0037-runtime-without-torch.md).
+            raise ConfigError(
+                f"CITEBOT_RERANKER={model_dir} needs sentence-transformers (and torch), which are "
+                "not installed here: pip install 'citebot[reference]', or unset CITEBOT_RERANKER") from None
 
         self.model = CrossEncoder(str(model_dir), device="cpu", max_length=RERANK_MAX_TOKENS)
 

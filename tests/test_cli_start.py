@@ -1,4 +1,6 @@
-"""Commands that need no model never import torch, transformers or sentence-transformers.
+"""No command imports torch, transformers or sentence-transformers; those that need no model
+import none of the model's libraries either. None of the three is in the runtime lock
+(docs/decisions/0037-runtime-without-torch.md); this keeps a stray import from coming back.
 
 Checked in a fresh process through sys.modules at exit, not by timing (timings are for
 benchmarks/cli_start.py): importing torch is a second on a quiet machine, and
@@ -50,3 +52,10 @@ def test_commands_without_a_model_import_no_model_library(args, small_store):
 def test_commands_that_embed_a_question_import_no_torch_either(args, examples_store):
     """The model runs on ONNX Runtime (docs/decisions/0030-onnx-runtime-encoder.md)."""
     assert heavy_modules(args, examples_store.directory) == []
+
+
+@pytest.mark.slow
+def test_an_ingest_imports_no_torch_either(tmp_path, embedder):
+    """The ingest embeds every window on ONNX Runtime, into a store of its own."""
+    assert heavy_modules(["ingest", str(REPO / "examples" / "handbook" / "people")], tmp_path / "store") == []
+    assert any((tmp_path / "store").iterdir())  # it did ingest

@@ -148,37 +148,17 @@ def test_glossary_matches_whole_words_both_ways():
     assert g.expansions("Is the ICE machine broken?") == []
 
 
-def _tiny_cross_encoder(path):
-    """A tiny random BERT cross-encoder, built here: no reranker weights can be downloaded."""
-    import shutil
+def test_a_reranker_without_sentence_transformers_is_refused_with_what_to_install(tmp_path, monkeypatch):
+    """The CrossEncoder runs through sentence-transformers, the optional `reference` extra
+    (docs/decisions/0037-runtime-without-torch.md); where it is absent, a clear refusal."""
+    import sys
 
-    from transformers import BertConfig, BertForSequenceClassification
-
-    from ingest.embedder import bundled_model_path
-
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64, num_labels=1)
-    BertForSequenceClassification(config).save_pretrained(path)
-    src = bundled_model_path()
-    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        shutil.copy(src / name, path / name)
-    return path
-
-
-def test_reranker_reorders_the_fused_candidates(examples_store, embedder, tmp_path):
     from search.rerank import CrossEncoderReranker
 
-    reranker = CrossEncoderReranker(_tiny_cross_encoder(tmp_path / "ce"))
-    question = "How does the Release Train decide what ships?"
-    plain = Retriever(examples_store, embedder.encode_query, config=RetrievalConfig(phrase_rule=False))
-    ranked = Retriever(examples_store, embedder.encode_query, config=RetrievalConfig(phrase_rule=False, rerank=True),
-                       reranker=reranker)
-    a, b = plain.retrieve(question), ranked.retrieve(question)
-    assert {h.chunk.chunk_id for h in a.hits} <= {h.chunk.chunk_id for h in b.hits} | {
-        h.chunk.chunk_id for h in a.hits}
-    scores = reranker(question, [h.chunk.text for h in b.hits])
-    assert scores == sorted(scores, reverse=True)  # the new order is the model's order
-    assert "rerank" in b.timings_ms
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # absent, even if installed
+    with pytest.raises(ConfigError, match=r"CITEBOT_RERANKER=.* pip install 'citebot\[reference\]'"):
+        CrossEncoderReranker(tmp_path)
 
 
 def test_reranker_refuses_a_folder_that_is_not_a_model(tmp_path):
