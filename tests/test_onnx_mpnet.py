@@ -24,6 +24,7 @@ from ingest.onnx_encoder import OnnxModel
 from ingest.onnx_graph import relative_position_buckets, unsupported
 from search.embedded import EmbeddedStore
 from search.errors import ConfigError, ModelMismatchError
+from search.types import ModelStamp
 from tests.conftest import REPO
 from tests.test_onnx_encoder import _write_safetensors
 
@@ -120,3 +121,19 @@ def test_a_store_of_one_model_refuses_the_other_naming_both(tmp_path, tiny, embe
         message = str(err.value)
         assert f"built with {built.stamp.describe()}" in message, message
         assert f"configured with {asked.stamp.describe()}" in message, message
+
+
+def test_a_store_stamped_before_the_model_had_its_own_name_keeps_working(tmp_path):
+    """Before the stamp named all-mpnet-base-v2, a store built with it read as MiniLM's name
+    with mpnet's weights (and torch, through sentence-transformers): the weights decide."""
+    checksum = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
+    old = ModelStamp("sentence-transformers/all-MiniLM-L6-v2", 768, checksum, "torch", "fp32")
+    new = ModelStamp(embedder_module.KNOWN_MODELS[checksum], 768, checksum, "onnxruntime", "fp32")
+    store = EmbeddedStore(tmp_path / "store")
+    try:
+        store.open_for(old)
+        store.open_for(new)
+        with pytest.raises(ModelMismatchError):
+            store.open_for(ModelStamp(new.name, 768, "0" * 64, "onnxruntime", "fp32"))
+    finally:
+        store.close()
