@@ -10,6 +10,11 @@ batches (Embedder.encode_jobs). Texts: windows of the sample handbook (examples/
 and questions of examples/questions.jsonl. One warm-up round is not counted.
 
     .venv/bin/python -m benchmarks.encoder [--quick] [--json] [--threads 1,2] [--contention N]
+        [--model DIR] [--only-onnx]
+
+--model DIR adds the model folder's configuration (ONNX Runtime fp32) beside the
+bundled model's, interleaved alike, each planning the windows with its own tokenizer (as
+its ingest would); --only-onnx leaves torch out (docs/decisions/0038-mpnet-second-model.md).
 
 --contention N runs N CPU-bound busy processes beside it for the whole run (they stop by
 themselves after --contention-max-s even if this process dies). Prints a table, or with
@@ -37,14 +42,15 @@ BUSY = ("import os, time\nend = time.time() + {limit}\nparent = {parent}\n"
         "    for _ in range(100000):\n        pass\n")
 
 
-def texts(quick: bool) -> tuple[list, list[str]]:
-    """The handbook's windows (planned, tokenised) and the questions."""
+def texts(quick: bool, planner=None) -> tuple[list, list[str]]:
+    """The handbook's windows (planned, tokenised by `planner`, default the bundled
+    model's embedder) and the questions."""
     from ingest.chunker import chunk_document, doc_id_for
     from ingest.embedder import Embedder
     from ingest.loaders import load
 
     handbook = REPO / "examples" / "handbook"
-    planner = Embedder()
+    planner = planner or Embedder()
     chunks = []
     for path in sorted(handbook.rglob("*.md")):
         name = path.relative_to(handbook).as_posix()
@@ -64,7 +70,7 @@ def peak_rss() -> int:
     return 0
 
 
-def worker(conn, runtime: str, precision: str, threads: int, quick: bool) -> None:
+def worker(conn, runtime: str, precision: str, threads: int, model: str, quick: bool) -> None:
     import bot  # noqa: F401  # OpenBLAS on one thread, as in citebot (bot/__init__.py)
     from ingest.embedder import Embedder
 
@@ -72,8 +78,8 @@ def worker(conn, runtime: str, precision: str, threads: int, quick: bool) -> Non
         import torch
 
         torch.set_num_threads(threads)
-    embedder = Embedder(runtime=runtime, precision=precision, threads=threads)
-    jobs, questions = texts(quick)
+    embedder = Embedder(Path(model) if model else None, runtime=runtime, precision=precision, threads=threads)
+    jobs, questions = texts(quick, embedder)
     conn.send("ready")
     while conn.recv() == "round":
         query_ms = []
@@ -87,10 +93,13 @@ def worker(conn, runtime: str, precision: str, threads: int, quick: bool) -> Non
                    "rss_bytes": peak_rss(), "model": embedder.stamp.name})
 
 
-def configurations(threads: list[int]) -> list[tuple[str, str, int]]:
-    configs = [("onnxruntime", p, t) for p in ("fp32", "int8") for t in threads]
-    if torch_installed():
-        configs += [("torch", "fp32", t) for t in threads]
+def configurations(threads: list[int], model: str = "", torch: bool = True) -> list[tuple[str, str, int, str]]:
+    """(runtime, precision, threads, model folder; "" for the bundled model)."""
+    # The other model at fp32 only: int8 is refused for MPNet (ingest/onnx_encoder.py).
+    configs = [("onnxruntime", p, t, "") for p in ("fp32", "int8") for t in threads]
+    configs += [("onnxruntime", "fp32", t, model) for t in threads] if model else []
+    if torch and torch_installed():
+        configs += [("torch", "fp32", t, "") for t in threads]
     return configs
 
 
@@ -103,7 +112,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     rounds = 2 if args.quick else 4  # the first is the warm-up
     ctx = mp.get_context("spawn")
     workers = {}
-    for config in configurations(threads):
+    for config in configurations(threads, str(args.model or ""), not args.only_onnx):
         parent, child = ctx.Pipe()
         process = ctx.Process(target=worker, args=(child, *config, args.quick), daemon=True)
         process.start()
@@ -123,7 +132,7 @@ def run(args: argparse.Namespace) -> list[dict]:
             conn.send("stop")
             process.join(30)
     rows = []
-    for (runtime, precision, t), outs in results.items():
+    for (runtime, precision, t, _), outs in results.items():
         query_ms = [ms for o in outs for ms in o["query_ms"]]
         rows.append({"runtime": runtime, "precision": precision, "model": outs[0]["model"], "threads": t,
                      "query_p50_ms": round(percentile(query_ms, 50), 2),
@@ -138,6 +147,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="64 windows, 10 questions, 1 round")
     parser.add_argument("--json", action="store_true", help="one JSON object per configuration")
     parser.add_argument("--threads", default="1", help="intra-op thread counts, e.g. 1,2")
+    parser.add_argument("--model", type=Path, help="another model folder to measure beside the bundled one")
+    parser.add_argument("--only-onnx", action="store_true", help="leave the torch configuration out")
     parser.add_argument("--contention", type=int, default=0, metavar="N",
                         help="N busy processes beside the run")
     parser.add_argument("--contention-max-s", type=float, default=1800,
@@ -160,10 +171,10 @@ def main() -> None:
         if skipped:
             print(skipped, file=sys.stderr)
         return
-    print(f"{'runtime':12} {'precision':9} {'threads':>7} {'query p50 ms':>12} {'p95 ms':>8} "
+    print(f"{'model':40} {'runtime':12} {'precision':9} {'threads':>7} {'query p50 ms':>12} {'p95 ms':>8} "
           f"{'windows/s':>9} {'peak RSS MB':>11}   (busy processes beside it: {args.contention})")
     for r in rows:
-        print(f"{r['runtime']:12} {r['precision']:9} {r['threads']:>7} {r['query_p50_ms']:>12} "
+        print(f"{r['model']:40} {r['runtime']:12} {r['precision']:9} {r['threads']:>7} {r['query_p50_ms']:>12} "
               f"{r['query_p95_ms']:>8} {r['windows_per_s']:>9} {r['rss_bytes'] / 1e6:>11.0f}")
     if skipped:
         print(skipped)

@@ -12,6 +12,12 @@ the tuned ones, and the tuned collections' held-out split apart again.
 
     .venv/bin/python -m benchmarks.quality [--collections git,examples] [--modes hybrid]
         [--json] [--save run.json] [--baseline other-run.json] [--backend elasticsearch]
+        [--model DIR]
+
+--model DIR runs citebot with CITEBOT_MODEL_DIR=DIR (another embedding model, e.g.
+all-mpnet-base-v2 from scripts/install-mpnet) in stores of its own, named after the folder;
+compare it with a --save of the bundled model through --baseline
+(docs/decisions/0038-mpnet-second-model.md).
 
 Stores: ~/.cache/citebot/quality/<name>-store (embedded), or with --backend elasticsearch
 the alias citebot-quality-<name>-<code> on CITEBOT_ES_URL. `citebot ingest` is idempotent
@@ -136,11 +142,20 @@ class Runner:
     backend: str
     fingerprint: str
     fresh: bool = False
+    model: Path | None = None  # CITEBOT_MODEL_DIR; None: the bundled model
     citebot: str = field(default_factory=citebot_command)
+
+    @property
+    def suffix(self) -> str:
+        """Stores of another model are apart from the bundled model's: -<folder name>."""
+        return f"-{self.model.name}" if self.model else ""
 
     def env(self, t: Target) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items()
-               if k not in ("CITEBOT_STORE", "CITEBOT_ES_URL", "CITEBOT_INDEX", "CITEBOT_GLOSSARY")}
+               if k not in ("CITEBOT_STORE", "CITEBOT_ES_URL", "CITEBOT_INDEX", "CITEBOT_GLOSSARY",
+                            "CITEBOT_MODEL_DIR")}
+        if self.model:
+            env["CITEBOT_MODEL_DIR"] = str(self.model)
         env["CITEBOT_LOG_FORMAT"] = "json"
         # Retrieval breaks some ties by set order, which follows Python's per-process hash
         # seed: examples b-04 (hybrid) had its hit at rank 9 under PYTHONHASHSEED=0 and 1,
@@ -152,7 +167,7 @@ class Runner:
             if not url:
                 raise QualityError("--backend elasticsearch needs CITEBOT_ES_URL")
             env["CITEBOT_ES_URL"] = url
-            env["CITEBOT_INDEX"] = f"citebot-quality-{t.name}-{self.fingerprint}"
+            env["CITEBOT_INDEX"] = f"citebot-quality-{t.name}{self.suffix.lower()}-{self.fingerprint}"
         else:
             env["CITEBOT_STORE"] = str(self.store(t))
         if t.glossary:
@@ -160,7 +175,7 @@ class Runner:
         return env
 
     def store(self, t: Target) -> Path:
-        return QUALITY_CACHE / f"{t.name}-store"
+        return QUALITY_CACHE / f"{t.name}{self.suffix}-store"
 
     def run(self, t: Target, args: list[str]) -> list[dict]:
         """citebot ARGS with cwd = the docs folder (sources are named relative to it);
@@ -179,7 +194,8 @@ class Runner:
     def ingest(self, t: Target) -> dict:
         """Ingest the docs folder; a store built by other chunking code is built afresh."""
         if self.backend == "embedded":
-            store, stamp = self.store(t), QUALITY_CACHE / f"{t.name}-store.code"
+            store = self.store(t)
+            stamp = store.with_name(store.name + ".code")
             if store.exists() and (self.fresh or not stamp.exists()
                                    or stamp.read_text().strip() != self.fingerprint):
                 shutil.rmtree(store)
@@ -369,6 +385,7 @@ def revision() -> str:
 
 def run_all(ts: list[Target], modes: list[str], runner: Runner, log) -> dict:
     result: dict = {"revision": revision(), "backend": runner.backend, "code": runner.fingerprint,
+                    "model": str(runner.model) if runner.model else "bundled",
                     "modes": modes, "collections": [], "items": [], "rows": [], "means": []}
     for t in ts:
         items = read_items(t.questions)
@@ -434,7 +451,8 @@ def _cell(v: float | None) -> str:
 
 
 def print_table(result: dict) -> None:
-    print(f"revision {result['revision']}, backend {result['backend']}, ingest code {result['code']}")
+    print(f"revision {result['revision']}, backend {result['backend']}, ingest code {result['code']}, "
+          f"model {result.get('model', 'bundled')}")
     for c in result["collections"]:
         role = "held-out" if c["heldout"] else "tuned"
         print(f"  {c['name']}: {role}, {c['version']}, {c['chunks']} chunks, {c['questions']} questions"
@@ -483,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object with everything")
     parser.add_argument("--save", type=Path, help="write this run (per-item outcomes) to FILE")
     parser.add_argument("--baseline", type=Path, help="a --save file from another revision to compare with")
+    parser.add_argument("--model", type=Path, help="embedding model folder (CITEBOT_MODEL_DIR); default: bundled")
     args = parser.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
@@ -504,7 +523,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.fresh and args.backend == "elasticsearch":
             raise QualityError("--fresh is for the embedded stores; on Elasticsearch delete the "
                                "citebot-quality-* indices instead")
-        runner = Runner(args.backend, code_fingerprint(), fresh=args.fresh)
+        if args.model and not (args.model / "model.safetensors").exists():
+            raise QualityError(f"--model {args.model}: no model.safetensors there (scripts/install-mpnet)")
+        runner = Runner(args.backend, code_fingerprint(), fresh=args.fresh,
+                        model=args.model.expanduser().resolve() if args.model else None)
         result = run_all(ts, modes, runner, log)
         if baseline is not None:
             result["baseline"] = {"file": str(args.baseline), "revision": baseline.get("revision"),

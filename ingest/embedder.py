@@ -33,6 +33,12 @@ from search.errors import ConfigError, DimensionError
 from search.types import Chunk, ModelStamp, Window
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+# The optional second model (requirements/mpnet.txt, scripts/install-mpnet), known by the
+# SHA-256 of its weights so a store built with it is stamped with its own name, and a
+# store of one model queried with the other names both (docs/decisions/0038-mpnet-second-model.md).
+KNOWN_MODELS = {
+    "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658": "sentence-transformers/all-mpnet-base-v2",
+}
 MODEL_WINDOW_TOKENS = 256
 SPECIAL_TOKENS = 2  # [CLS] and [SEP]
 # Tokens shared by consecutive windows, so a sentence cut at a window edge is whole in
@@ -90,10 +96,14 @@ def _torch_model(model_dir: Path, why: str | None, precision: str) -> EncoderMod
                           + (f"{model_dir} is a model it cannot build ({why})" if why else
                              "the torch encoder was asked for") + ": use precision fp32")
     import importlib.util
+    import json
 
-    # torch and safetensors for the forward pass, sentence-transformers for any other folder:
-    # the optional `reference` extra, never in the runtime lock (docs/decisions/0037-runtime-without-torch.md).
-    needs = ("torch", "safetensors") if why is None else ("torch", "sentence_transformers")
+    # A BERT folder runs through the forward pass of ingest/minilm.py (torch and safetensors),
+    # any other through sentence-transformers: the optional `reference` extra, never in the
+    # runtime lock (docs/decisions/0037-runtime-without-torch.md).
+    bert = json.loads((model_dir / "config.json").read_text()).get("model_type") == "bert"
+    forward = why is None and bert
+    needs = ("torch", "safetensors") if forward else ("torch", "sentence_transformers")
     missing = [m for m in needs if importlib.util.find_spec(m) is None]
     if missing:
         need = f"{model_dir} is a model the ONNX builder cannot build ({why}), so it" if why \
@@ -104,7 +114,7 @@ def _torch_model(model_dir: Path, why: str | None, precision: str) -> EncoderMod
                           "(unset CITEBOT_MODEL_DIR)")
     from ingest.minilm import MiniLM, SentenceTransformersModel
 
-    return MiniLM(model_dir) if why is None else SentenceTransformersModel(model_dir)
+    return MiniLM(model_dir) if forward else SentenceTransformersModel(model_dir)
 
 
 @dataclass(frozen=True)
@@ -132,12 +142,13 @@ _PARAGRAPH = re.compile(r"\S(?:.*?\S)?(?=\n[ \t]*\n|\s*\Z)", re.DOTALL)
 class Embedder:
     """Counts tokens, cuts windows and embeds them with all-MiniLM-L6-v2 (on ONNX Runtime)."""
 
-    def __init__(self, model_dir: Path | None = None, name: str = MODEL_NAME, *,
+    def __init__(self, model_dir: Path | None = None, name: str | None = None, *,
                  runtime: str = "onnxruntime", precision: str = "fp32", threads: int = 1,
                  cache_dir: Path | None = None) -> None:
         """`runtime` onnxruntime (the default) or torch; `precision` fp32 or int8 (onnxruntime
         only); `threads` the model's intra-op threads on onnxruntime; `cache_dir` where the
-        built graphs are kept (default ~/.cache/citebot)."""
+        built graphs are kept (default ~/.cache/citebot); `name` the stamp's model name
+        (default: the known model of these weights, KNOWN_MODELS, else MODEL_NAME)."""
         import json
 
         from tokenizers import Tokenizer
@@ -174,6 +185,7 @@ class Embedder:
         seq = json.loads(st_config.read_text()).get("max_seq_length", MODEL_WINDOW_TOKENS) \
             if st_config.exists() else MODEL_WINDOW_TOKENS
         self.max_tokens = min(int(seq), MODEL_WINDOW_TOKENS) - SPECIAL_TOKENS
+        name = name or KNOWN_MODELS.get(checksum, MODEL_NAME)
         self.stamp = ModelStamp(name=name, dims=self.model.width, checksum=checksum,
                                 runtime=self.model.runtime, precision=self.model.precision)
 

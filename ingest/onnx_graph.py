@@ -1,12 +1,16 @@
 """Builds the embedding model's ONNX graph from its weights: no torch, no export.
 
 all-MiniLM-L6-v2 is a 6-layer BERT (width 384, 12 heads) followed by mean pooling over
-the real tokens and L2 normalisation. This module reads the model folder's
+the real tokens and L2 normalisation; all-mpnet-base-v2, the optional second model, is a
+12-layer MPNet (width 768) with the same pooling (the MPNet differences: below). This module reads the model folder's
 model.safetensors (a JSON header and raw little-endian arrays, read with numpy) and
 config.json, and writes with the `onnx` package a graph of standard ONNX operators doing
 ingest/minilm.py's arithmetic: word + position + token-type-0 embeddings, LayerNorm, six
 layers of self-attention (padding never attended to), GELU (erf) feed-forward, mean
-pooling, unit length. Built, not exported: torch is needed neither to build it nor to run
+pooling, unit length. MPNet differs in three places: no token-type embeddings; positions
+numbered from padding_idx + 1; and a relative position bias added to every layer's
+attention scores, one [heads, L, L] table looked up from 32 buckets of the distance j - i
+(shared by all layers; docs/decisions/0038-mpnet-second-model.md). Built, not exported: torch is needed neither to build it nor to run
 it (docs/decisions/0030-onnx-runtime-encoder.md says why).
 
 `unsupported` says which model folders this reproduces; any other runs through
@@ -16,6 +20,7 @@ sentence-transformers (ingest/minilm.py), where torch is installed.
 from __future__ import annotations
 
 import json
+import math
 import re
 import struct
 from pathlib import Path
@@ -41,12 +46,24 @@ MASKED_SCORE = -1e9
 SUPPORTED_MODULES = ["sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",
                      "sentence_transformers.models.Normalize"]
 
+# The attention weights of each architecture, by role: (query, key, value), output, and
+# the LayerNorm after the attention.
+_ATTENTION = {
+    "bert": (("attention.self.query", "attention.self.key", "attention.self.value"),
+             "attention.output.dense", "attention.output.LayerNorm"),
+    "mpnet": (("attention.attn.q", "attention.attn.k", "attention.attn.v"),
+              "attention.attn.o", "attention.LayerNorm"),
+}
+# MPNet's relative-position buckets: half for each direction, exact up to 8 tokens apart,
+# logarithmic up to 128 (HF transformers' MPNetEncoder.relative_position_bucket).
+MPNET_MAX_DISTANCE = 128
+
 _DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": None, "I64": "<i8", "I32": "<i4"}
 
 
 def unsupported(model_dir: Path) -> str | None:
-    """Why this graph (and ingest/minilm.py) would not give the model folder's vectors
-    (None when it does): a BERT with absolute positions and GELU, then mean pooling only.
+    """Why this graph would not give the model folder's vectors (None when it does): a
+    BERT with absolute positions and GELU, or an MPNet with GELU, then mean pooling only.
     Any other model (another architecture, CLS or max pooling, a Dense layer) goes through
     sentence-transformers itself (ingest.minilm.SentenceTransformersModel)."""
     try:
@@ -56,9 +73,10 @@ def unsupported(model_dir: Path) -> str | None:
         pooling = json.loads((model_dir / pooling_path / "config.json").read_text()) if pooling_path else {}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return f"cannot read its configuration ({exc})"
-    if (config.get("model_type") != "bert" or config.get("hidden_act") != "gelu"
-            or config.get("position_embedding_type", "absolute") != "absolute"):
-        return "not a BERT model with absolute positions and GELU"
+    kind = config.get("model_type")
+    if kind not in _ATTENTION or config.get("hidden_act") != "gelu" or (
+            kind == "bert" and config.get("position_embedding_type", "absolute") != "absolute"):
+        return "not a BERT model with absolute positions and GELU, nor an MPNet with GELU"
     types = [m.get("type") for m in modules]
     if types not in (SUPPORTED_MODULES, SUPPORTED_MODULES[:2]):
         return f"modules {types} are not Transformer, Pooling[, Normalize]"
@@ -92,7 +110,7 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
         start, end = info["data_offsets"]
         array = np.frombuffer(data, dtype=dtype, count=(end - start) // np.dtype(dtype).itemsize,
                               offset=base + start).reshape(info["shape"])
-        out[name.removeprefix("bert.")] = array.astype(np.float32) if dtype == "<f2" else array
+        out[name.removeprefix("bert.").removeprefix("mpnet.")] = array.astype(np.float32) if dtype == "<f2" else array
     return out
 
 
@@ -130,8 +148,26 @@ class _Graph:
                        self.const(w[name + ".bias"], name + ".bias"), axis=-1, epsilon=eps)
 
 
+def relative_position_buckets(length: int, num_buckets: int = 32,
+                              max_distance: int = MPNET_MAX_DISTANCE) -> np.ndarray:
+    """MPNet's bucket of each (query i, key j) pair, [length, length] int64, as transformers
+    computes it: keys before the query in the first half, after it in the second; distances
+    under num_buckets/4 exact, longer ones log-spaced up to max_distance. The logarithm in
+    float32, as torch's, so a distance on a bucket's edge falls on the same side."""
+    n = -(np.arange(length)[None, :] - np.arange(length)[:, None])  # i - j
+    half = num_buckets // 2
+    out = (n < 0).astype(np.int64) * half
+    n = np.abs(n)
+    exact = half // 2
+    with np.errstate(divide="ignore"):
+        scaled = (np.log(n.astype(np.float32) / np.float32(exact)) / np.float32(math.log(max_distance / exact))
+                  * np.float32(half - exact))
+    large = np.minimum(exact + np.where(n < exact, 0, scaled).astype(np.int64), half - 1)
+    return out + np.where(n < exact, n, large)
+
+
 def build_graph(model_dir: Path) -> onnx.ModelProto:
-    """The ONNX model of the folder's BERT + mean pooling + L2 norm. Inputs: input_ids and
+    """The ONNX model of the folder's BERT or MPNet + mean pooling + L2 norm. Inputs: input_ids and
     attention_mask (int64, [batch, tokens], [CLS] … [SEP], padding masked 0); output:
     embedding (float32, [batch, width], unit length)."""
     from onnx import TensorProto, checker, helper
@@ -145,11 +181,16 @@ def build_graph(model_dir: Path) -> onnx.ModelProto:
     w = read_safetensors(model_dir / "model.safetensors")
     g = _Graph()
 
+    kind = config["model_type"]
     ids, mask = "input_ids", "attention_mask"
     # Embeddings: word + position (the first `tokens` rows) + token type 0 (citebot never
-    # sends a second segment), the last two summed once here.
+    # sends a second segment), the last two summed once here. MPNet has no token types and
+    # numbers the real tokens from padding_idx + 1 (padding comes after them here).
     words = g.op("Gather", g.const(w["embeddings.word_embeddings.weight"], "word_embeddings"), ids, axis=0)
-    positions = w["embeddings.position_embeddings.weight"] + w["embeddings.token_type_embeddings.weight"][0]
+    if kind == "mpnet":
+        positions = w["embeddings.position_embeddings.weight"][int(config["pad_token_id"]) + 1 :]
+    else:
+        positions = w["embeddings.position_embeddings.weight"] + w["embeddings.token_type_embeddings.weight"][0]
     length = g.op("Slice", g.op("Shape", ids), g.const(np.array([1], np.int64)), g.const(np.array([2], np.int64)))
     pos = g.op("Slice", g.const(positions.astype(np.float32), "position_embeddings"),
                g.const(np.array([0], np.int64)), length, g.const(np.array([0], np.int64)))
@@ -160,14 +201,24 @@ def build_graph(model_dir: Path) -> onnx.ModelProto:
     one = g.const(np.array(1.0, np.float32))
     bias = g.op("Mul", g.op("Sub", one, m), g.const(np.array(MASKED_SCORE, np.float32)))
     bias = g.op("Unsqueeze", bias, g.const(np.array([1, 2], np.int64)))
+    if kind == "mpnet":
+        # MPNet's relative position bias, [heads, L, L], the top-left corner of the bucket
+        # table for the longest sequence its positions allow, looked up once for all layers.
+        table = relative_position_buckets(len(positions), int(config.get("relative_attention_num_buckets", 32)))
+        corner = g.op("Slice", g.const(table, "relative_position_buckets"), g.const(np.zeros(2, np.int64)),
+                      g.op("Concat", length, length, axis=0), g.const(np.array([0, 1], np.int64)))
+        relative = g.op("Gather", g.const(w["encoder.relative_attention_bias.weight"], "relative_attention_bias"),
+                        corner, axis=0)
+        bias = g.op("Add", bias, g.op("Transpose", relative, perm=[2, 0, 1]))
     split_heads = g.const(np.array([0, 0, heads, head], np.int64))  # 0: keep that dimension
     merge_heads = g.const(np.array([0, 0, width], np.int64))
     scale = g.const(np.array(1.0 / np.sqrt(head), np.float32))
     for i in range(int(config["num_hidden_layers"])):
         p = f"encoder.layer.{i}."
         # Query, key and value as one matrix: one MatMul instead of three, then split.
-        qkv_w = np.concatenate([w[p + f"attention.self.{n}.weight"] for n in ("query", "key", "value")])
-        qkv_b = np.concatenate([w[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")])
+        qkv_names, output_name, norm_name = _ATTENTION[kind]
+        qkv_w = np.concatenate([w[p + n + ".weight"] for n in qkv_names])
+        qkv_b = np.concatenate([w[p + n + ".bias"] for n in qkv_names])
         qkv = g.linear(x, qkv_w, qkv_b, p + "attention.self.qkv")
         q, k, v = (f"{qkv}_{n}" for n in "qkv")
         g.nodes.append(helper.make_node("Split", [qkv, g.const(np.array([width] * 3, np.int64))],
@@ -178,9 +229,9 @@ def build_graph(model_dir: Path) -> onnx.ModelProto:
         scores = g.op("Add", g.op("Mul", g.op("MatMul", q, k), scale), bias)
         context = g.op("MatMul", g.op("Softmax", scores, axis=-1), v)
         context = g.op("Reshape", g.op("Transpose", context, perm=[0, 2, 1, 3]), merge_heads)
-        attended = g.linear(context, w[p + "attention.output.dense.weight"],
-                            w[p + "attention.output.dense.bias"], p + "attention.output.dense")
-        x = g.layer_norm(g.op("Add", attended, x), w, p + "attention.output.LayerNorm", eps)
+        attended = g.linear(context, w[p + output_name + ".weight"],  # (named as BERT's: int8 finds it)
+                            w[p + output_name + ".bias"], p + "attention.output.dense")
+        x = g.layer_norm(g.op("Add", attended, x), w, p + norm_name, eps)
         inner = g.linear(x, w[p + "intermediate.dense.weight"], w[p + "intermediate.dense.bias"],
                          p + "intermediate.dense")
         # GELU as BERT defines it, with erf: 0.5 x (1 + erf(x / sqrt 2)).

@@ -27,9 +27,11 @@ class ModelStamp:
         """Whether a store built with `other` may be queried with this stamp: the same model
         at the same precision. At fp32 every runtime computes the same vectors (ONNX Runtime
         against torch and sentence-transformers: cosine above 0.99999, tests/test_onnx_encoder.py),
-        so a store built before ONNX Runtime keeps working; int8 sits ~0.01 of cosine away."""
-        same_model = (self.name, self.dims, self.checksum, self.precision) == (
-            other.name, other.dims, other.checksum, other.precision)
+        so a store built before ONNX Runtime keeps working; int8 sits ~0.01 of cosine away.
+        The model is its weights (dims and checksum): the name is what the error shows, and a
+        store of all-mpnet-base-v2 stamped before the stamp named it (it read as MiniLM's
+        name, docs/decisions/0038-mpnet-second-model.md) keeps working."""
+        same_model = (self.dims, self.checksum, self.precision) == (other.dims, other.checksum, other.precision)
         return same_model and (self.runtime == other.runtime or self.precision == "fp32")
 
     def describe(self) -> str:
