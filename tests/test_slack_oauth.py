@@ -87,7 +87,7 @@ def standin():
     s.stop()
 
 
-@pytest.fixture(params=["embedded", "redis"])
+@pytest.fixture(params=["embedded", pytest.param("redis", marks=pytest.mark.redis)])
 def backend(request):
     return request.param
 

@@ -76,6 +76,7 @@ def test_embedded_collections_are_apart(tmp_path, test_embedder):
     assert sorted(p.name for p in (tmp_path / "stores").iterdir()) == [ALPHA, BETA]
 
 
+@pytest.mark.elasticsearch
 def test_elasticsearch_collections_are_apart(tmp_path, test_embedder, es_url):  # noqa: F811
     prefix = f"citebot-test-{tmp_path.name[-12:].lower().replace('_', '-')}"
     settings = load_settings(es_url=es_url, es_index_template=prefix + "-{team}",
