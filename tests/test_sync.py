@@ -342,3 +342,28 @@ def test_the_servers_periodic_sync_runs_one_at_a_time_and_logs_failures(tmp_path
     assert set(syncer.components.store.document_hashes()) == {"runbooks/a.md"}
     with syncer.running:  # a sync in progress: the next tick is let go, not queued
         assert syncer.tick() is None
+
+
+def test_a_git_source_and_the_same_files_as_a_folder_give_the_same_chunks(tmp_path):
+    """The sample handbook committed to a repository and the same files as a folder: one
+    store's chunks are the other's, text, heading, page, order and overlap alike."""
+    import shutil
+
+    folder = tmp_path / "folder"
+    shutil.copytree(REPO / "examples" / "handbook", folder)
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO / "examples" / "handbook", repo)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the handbook")
+    chunks = {}
+    for kind, path in (("git", repo), ("folder", folder)):
+        s = EmbeddedStore(tmp_path / f"store-{kind}")
+        try:
+            result = run(Source("hb", kind, str(path)), s, tmp_path / kind)
+            assert result.error is None and result.added > 30, result
+            chunks[kind] = sorted((c.source, c.heading_path, c.page, c.ordinal, c.text, c.tokens,
+                                   c.overlap_prev, c.overlap_next) for c in s.iter_chunks())
+        finally:
+            s.close()
+    assert len(chunks["git"]) > 300 and chunks["git"] == chunks["folder"]
