@@ -272,7 +272,8 @@ class Components:
             checks["model"] = "ok"
             try:
                 stamp = self.store.stamp()
-                checks["store"] = ("ok" if stamp == self.embedder.stamp and self.store.chunk_count()
+                served = stamp is not None and self.embedder.stamp.serves(stamp)  # as opening it judges
+                checks["store"] = ("ok" if served and self.store.chunk_count()
                                    else "empty or built with another model")
             except CitebotError as exc:
                 checks["store"] = str(exc)

@@ -163,6 +163,25 @@ def test_readiness_waits_for_the_model_and_the_store(standin, start_bot, small_s
     assert (status, body) == (200, {"ready": True, "checks": {"model": "ok", "store": "ok"}})
 
 
+def test_readiness_judges_the_store_as_opening_it_does(standin, start_bot, small_store):
+    """A store built on another runtime at fp32 is served (the same vectors), so it is ready;
+    another precision is not."""
+    import dataclasses
+
+    from bot.testing.embedder import HashingEmbedder
+
+    h = start_bot(small_store)
+    h.bot.warm_up()
+    ready = h.server.url.replace("/slack/events", "/readyz")
+    for runtime, precision, expected in (("onnxruntime", "fp32", "ok"),
+                                         ("onnxruntime", "int8", "empty or built with another model")):
+        other = HashingEmbedder()
+        other.stamp = dataclasses.replace(other.stamp, runtime=runtime, precision=precision)
+        h.components.embedder = other
+        _status, body = _get(ready)
+        assert body["checks"]["store"] == expected, (runtime, precision, body)
+
+
 def test_readiness_reports_an_empty_store_and_a_redis_that_is_down(standin, start_bot, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
