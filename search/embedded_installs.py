@@ -34,6 +34,13 @@ class InstallRows:
                                (owner, field)).fetchone()
         return None if row is None else str(row[0])
 
+    def get_install_rows(self, owner: str, fields: tuple[str, ...]) -> dict[str, str]:
+        """Those of the fields the owner has, read at once."""
+        marks = ",".join("?" * len(fields))
+        return {str(f): str(d) for f, d in self._db.execute(
+            f"SELECT field, data FROM slack_installs WHERE owner = ? AND field IN ({marks})",
+            (owner, *fields)).fetchall()}
+
     def delete_install_rows(self, owner: str, fields: tuple[str, ...] | None = None) -> int:
         """Delete these fields of the owner, or all of its rows when `fields` is None."""
         if fields is None:

@@ -198,11 +198,10 @@ class Retriever:
 
     # -- retrieval ------------------------------------------------------------------------
     def retrieve(self, question: str, *, mode: str | None = None, top_k: int | None = None,
-                 scope: Scope | None = None, passages: int = 0, windows: bool = False) -> Retrieval:
+                 scope: Scope | None = None) -> Retrieval:
         """The ranked passages for a question; under `scope`, only passages it allows are
-        read, counted or returned (the store filters; see search/scope.py). With
-        `passages`, finished for an answer: the chunks it is given (widened at a boundary)
-        and, with `windows`, their window scores (search/retrieval.py)."""
+        read, counted or returned (the store filters; see search/scope.py). `finish` adds
+        what an answer is given, once the gate has let the question through."""
         mode, top_k = self._settle(mode, top_k)
         limited = limiting(scope)
         timings: dict[str, float] = {}
@@ -226,11 +225,17 @@ class Retriever:
             flooded=asked.flooded, corrections=asked.corrections, addresses=lexical.addresses,
             scope=scope, query_vector=vector, terms=asked.terms,
         )
-        if passages:
-            self._give(retrieval, passages, windows, limited, timings)
         timings["total"] = (time.perf_counter() - t0) * 1000
         retrieval.timings_ms = {k: round(v, 2) for k, v in timings.items()}
         return retrieval
+
+    def finish(self, retrieval: Retrieval, passages: int, windows: bool = False) -> None:
+        """Finish a retrieval for an answer (search/retrieval.py): the `passages` chunks it
+        is given, widened at a boundary, and with `windows` their window scores. Apart from
+        `retrieve`, so a question the gate refuses reads neither."""
+        timings: dict[str, float] = {}
+        self._give(retrieval, passages, windows, limiting(retrieval.scope), timings)
+        retrieval.timings_ms.update({k: round(v, 2) for k, v in timings.items()})
 
     def _settle(self, mode: str | None, top_k: int | None) -> tuple[str, int]:
         """The mode and depth asked for, or the configuration's."""

@@ -130,7 +130,7 @@ class Answerer:
             record.condensed_query = condense(record.question, history)
         record.timings_ms["condense"] = round((time.perf_counter() - t) * 1000, 2)
 
-        retrieval = self.retrieve(record.condensed_query, scope)
+        retrieval = self.retriever.retrieve(record.condensed_query, scope=scope)
         held.append(retrieval)
         _record_retrieval(record, retrieval)
         verdict = (self.gate.judge(retrieval.support) if retrieval.hits
@@ -147,6 +147,8 @@ class Answerer:
         if closest:
             record.outcome, record.closest_reason = CLOSEST, verdict.reason
 
+        self._finish(retrieval)
+        record.timings_ms.update({f"retrieve_{k}": v for k, v in retrieval.timings_ms.items()})
         passages = self.passages(record, retrieval)
         record.passages = [
             {"number": p.number, "chunk_id": p.chunk.chunk_id, "source": p.chunk.source,
@@ -237,8 +239,14 @@ class Answerer:
         """A turn's retrieval, finished for the answer (search/retrieval.py): the passages
         to give, widened at a boundary, with their window scores when the composer reads
         them (benchmarks that time or replay composing retrieve through here too)."""
-        return self.retriever.retrieve(query, scope=scope, passages=self.passage_count,
-                                       windows=bool(getattr(self.composer, "reads_windows", False)))
+        retrieval = self.retriever.retrieve(query, scope=scope)
+        self._finish(retrieval)
+        return retrieval
+
+    def _finish(self, retrieval: Retrieval) -> None:
+        """The passages to give, with their window scores when the composer reads them."""
+        self.retriever.finish(retrieval, self.passage_count,
+                              windows=bool(getattr(self.composer, "reads_windows", False)))
 
     def passages(self, record: TurnRecord, retrieval: Retrieval) -> list[Passage]:
         """What the composer is given, from the retrieval: its passages numbered, with their

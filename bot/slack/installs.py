@@ -69,6 +69,7 @@ class Rows(Protocol):
 
     def put(self, owner: str, rows: dict[str, str]) -> None: ...
     def get(self, owner: str, field: str) -> str | None: ...
+    def get_many(self, owner: str, fields: tuple[str, ...]) -> dict[str, str]: ...
     def fields(self, owner: str) -> list[str]: ...
     def delete(self, owner: str, fields: tuple[str, ...] | None = None) -> int: ...
     def owners(self) -> list[str]: ...
@@ -105,15 +106,15 @@ class RowsInstallationStore(InstallationStore):
                           user_id: str | None = None,
                           is_enterprise_install: bool | None = False) -> Installation | None:
         owner = owner_key(enterprise_id, team_id, is_enterprise_install)
-        raw = self.rows.get(owner, f"user:{user_id}" if user_id else LATEST)
-        if raw is None:
+        field = f"user:{user_id}" if user_id else LATEST
+        # Read with the bot's own row, in one read: it holds the freshest bot token (a
+        # refresh by find_bot saves only it).
+        raws = self.rows.get_many(owner, (field, BOT))
+        if field not in raws:
             return None
-        installation = Installation(**json.loads(raw))
-        # The bot's own row holds the freshest bot token: a refresh by find_bot saves only it.
-        bot = self.find_bot(enterprise_id=enterprise_id, team_id=team_id,
-                            is_enterprise_install=is_enterprise_install)
-        if bot is not None:
-            _take_bot(installation, bot)
+        installation = Installation(**json.loads(raws[field]))
+        if BOT in raws:
+            _take_bot(installation, Bot(**json.loads(raws[BOT])))
         return installation
 
     def delete_bot(self, *, enterprise_id: str | None, team_id: str | None) -> None:
@@ -158,6 +159,11 @@ class RedisRows:
             raw = self.client.hget(self.prefix + owner, field)
         return None if raw is None else (raw.decode() if isinstance(raw, bytes) else str(raw))
 
+    def get_many(self, owner: str, fields: tuple[str, ...]) -> dict[str, str]:
+        with redis_errors("read a Slack installation"):
+            raws = self.client.hmget(self.prefix + owner, list(fields))
+        return {f: (r.decode() if isinstance(r, bytes) else str(r)) for f, r in zip(fields, raws) if r is not None}
+
     def fields(self, owner: str) -> list[str]:
         with redis_errors("read a Slack installation"):
             keys = self.client.hkeys(self.prefix + owner)
@@ -186,6 +192,9 @@ class EmbeddedRows:
 
     def get(self, owner: str, field: str) -> str | None:
         return self.store.get_install_row(owner, field)
+
+    def get_many(self, owner: str, fields: tuple[str, ...]) -> dict[str, str]:
+        return self.store.get_install_rows(owner, fields)
 
     def fields(self, owner: str) -> list[str]:
         return self.store.install_fields(owner)
