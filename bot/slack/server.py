@@ -9,7 +9,8 @@ so a thread lives for milliseconds.
 
 Before Bolt sees a request to /slack/events, `guarded` checks it in this order, so a
 forged or oversized request costs no parsing: a body over MAX_BODY_BYTES is refused
-with 413 from its Content-Length, unread; the body is read (exactly Content-Length
+with 413 from its Content-Length, unread (and what still arrives is discarded, bounded, so
+the client reads the 413 instead of a reset connection); the body is read (exactly Content-Length
 bytes); the signature (v0 HMAC of timestamp and raw body, five minutes' tolerance) is
 checked, 401 if it fails; the signed body's shape is checked (bot.slack.shape: an object
 with a string `type`, an `event` that is an object, ...), 400 if it is not Slack's; only
@@ -20,7 +21,10 @@ from __future__ import annotations
 
 import io
 import json
+import select
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
 from typing import Any
@@ -47,6 +51,13 @@ REQUEST_TIMEOUT_S = 10
 # 50 blocks of 3,000 characters (Slack's limits), 150 KB, or 900 KB if every character
 # were JSON-escaped as \uXXXX. Anything larger is not Slack's and is refused unread.
 MAX_BODY_BYTES = 1 << 20
+# A body refused unread is still arriving when the answer is sent; closing on it would reset
+# the connection and the client could lose the 413. Discard at most this much, for at most
+# this long, after the answer (a lingering close, as HTTP servers do), then close.
+LINGER_BYTES = 4 * MAX_BODY_BYTES
+LINGER_S = 2.0
+LINGER_IDLE_S = 0.5
+UNREAD_KEY = "citebot.body_unread"  # set by `guarded` when it answers without reading the body
 
 # Readiness: each check's name -> "ok" or what is wrong.
 Readiness = Callable[[], dict[str, str]]
@@ -60,11 +71,37 @@ class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
     request_queue_size = 128
 
 
+def _linger(sock: socket.socket) -> None:
+    """Half-close after the answer, then discard what the client is still sending (bounded)."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        end = time.monotonic() + LINGER_S
+        discarded = 0
+        while discarded < LINGER_BYTES and time.monotonic() < end:
+            readable, _, _ = select.select([sock], [], [], LINGER_IDLE_S)
+            chunk = sock.recv(65536) if readable else b""
+            if not chunk:
+                return  # the client closed its side, or stopped sending
+            discarded += len(chunk)
+    except OSError:  # the client already went away
+        pass
+
+
 class _RequestHandler(WSGIRequestHandler):
     timeout = REQUEST_TIMEOUT_S
 
     def log_message(self, format: str, *args: Any) -> None:  # the stdlib signature
         """No access log: each request's outcome is logged by its handler (Bolt logs refusals)."""
+
+    def get_environ(self) -> dict:
+        return {**super().get_environ(), UNREAD_KEY: self._unread}
+
+    def handle(self) -> None:
+        self._unread: list[bool] = []
+        super().handle()
+        if self._unread:  # answered before the body arrived: see LINGER_BYTES
+            self.wfile.flush()
+            _linger(self.connection)
 
 
 def _not_found(environ: dict, start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -126,9 +163,11 @@ def guarded(inner: WsgiApp, signing_secret: str, path: str = EVENTS_PATH,
         length = (environ.get("CONTENT_LENGTH") or "").strip()
         if not length.isascii() or not length.isdigit():
             log.info("slack_request_refused", reason="no Content-Length", status=411)
+            environ.get(UNREAD_KEY, []).append(True)
             return _plain(start_response, "411 Length Required", "Content-Length required")
         if int(length) > max_body_bytes:
             log.info("slack_request_refused", reason="body too large", status=413, bytes=int(length))
+            environ.get(UNREAD_KEY, []).append(True)
             return _plain(start_response, "413 Content Too Large", f"body over {max_body_bytes} bytes")
         try:
             body = environ["wsgi.input"].read(int(length)) if int(length) else b""
