@@ -39,11 +39,11 @@ from benchmarks.common import REPO, percentile
 from bot.logs import configure
 from bot.settings import load_settings
 from bot.slack.server import SlackHttpServer
+from bot.testing.slack_sender import SlackSender
 from bot.testing.slack_standin import (
     BOT_TOKEN,
     BOT_USER_ID,
     SIGNING_SECRET,
-    SlackSender,
     SlackStandIn,
 )
 from bot.wiring import Components, build_bot

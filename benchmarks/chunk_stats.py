@@ -152,7 +152,7 @@ def main() -> None:
         if not all(p in paragraphs_by_section[c.source].get(path, set())
                    for text, path in spans for p in text.split(PARAGRAPH_SEPARATOR)):
             crossings += 1
-    band = lambda xs: sum(BAND_MIN_TOKENS <= x <= BAND_MAX_TOKENS for x in xs) / max(1, len(xs))  # noqa: E731
+    band = lambda xs: sum(BAND_MIN_TOKENS <= x <= BAND_MAX_TOKENS for x in xs) / max(1, len(xs))
     print(f"documents                      {len({c.source for c in chunks})}")
     print(f"chunks                         {len(chunks)}")
     print(f"tokens (all chunks)            {sum(tokens)}")

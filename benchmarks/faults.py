@@ -306,7 +306,8 @@ def elasticsearch_rows(work: Path, quick: bool) -> list[Row]:
     from bot.testing.es_faults import KILL_POINTS, delete_alias_indices, kill_during_ingest
     from bot.testing.es_proxy import ElasticProxy
     from bot.testing.services import PrivateElasticsearch, free_port_pair
-    from bot.testing.slack_standin import BOT_USER_ID, SlackSender, SlackStandIn
+    from bot.testing.slack_sender import SlackSender
+    from bot.testing.slack_standin import BOT_USER_ID, SlackStandIn
     from search.elastic import ElasticStore, connect
 
     rows = []

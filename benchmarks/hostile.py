@@ -513,7 +513,8 @@ def settings_and_requests_section(as_json: bool = False) -> int:
     from bot.slack.server import SlackHttpServer
     from bot.testing.bench import ingest_handbook
     from bot.testing.embedder import HashingEmbedder
-    from bot.testing.slack_standin import BOT_TOKEN, SIGNING_SECRET, SlackSender, SlackStandIn
+    from bot.testing.slack_sender import SlackSender
+    from bot.testing.slack_standin import BOT_TOKEN, SIGNING_SECRET, SlackStandIn
     from bot.wiring import Components, build_bot
 
     rows: list[dict] = []

@@ -147,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
 
     from bot.memory.turnlog import RedisTurnLog
     from bot.slack.render import ACTION_WHY
-    from bot.testing.slack_standin import BOT_ID, BOT_USER_ID, SlackSender, SlackStandIn
+    from bot.testing.slack_sender import SlackSender
+    from bot.testing.slack_standin import BOT_ID, BOT_USER_ID, SlackStandIn
 
     rng = random.Random(12)
     tmp = Path(tempfile.mkdtemp(prefix="citebot-load-"))

@@ -32,11 +32,11 @@ from bot.settings import load_settings
 from bot.slack.server import SlackHttpServer
 from bot.testing.anthropic_standin import Reply, message, passages_in, running
 from bot.testing.embedder import HashingEmbedder
+from bot.testing.slack_sender import SlackSender
 from bot.testing.slack_standin import (
     BOT_TOKEN,
     BOT_USER_ID,
     SIGNING_SECRET,
-    SlackSender,
     SlackStandIn,
 )
 from bot.wiring import Components, build_bot

@@ -49,8 +49,12 @@ class _Context:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--store", type=click.Path(path_type=Path), envvar="CITEBOT_STORE",
-              help="Embedded store directory (env CITEBOT_STORE).")
+@click.option(
+    "--store",
+    type=click.Path(path_type=Path),
+    envvar="CITEBOT_STORE",
+    help="Embedded store directory (env CITEBOT_STORE).",
+)
 @click.pass_context
 def cli(ctx: click.Context, store: Path | None) -> None:
     """citebot: answers from your documents, every claim cited and checked."""
@@ -75,8 +79,14 @@ def ingest(obj: _Context, paths: tuple[Path, ...], as_json: bool) -> None:
     if missing:
         raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
     c = obj.components
-    summary = run_ingest(paths, c.store, c.embedder, progress=None if not as_json else False,
-                         source_url=c.settings.source_url, limits=c.settings.ingest_limits())
+    summary = run_ingest(
+        paths,
+        c.store,
+        c.embedder,
+        progress=None if not as_json else False,
+        source_url=c.settings.source_url,
+        limits=c.settings.ingest_limits(),
+    )
     if as_json:
         _emit(summary.as_json())
         return
@@ -98,22 +108,44 @@ def chunks(obj: _Context, as_json: bool) -> None:
     """What the store holds, in reading order."""
     for c in obj.components.store.iter_chunks():
         if as_json:
-            _emit({"chunk_id": c.chunk_id, "source": c.source, "heading_path": list(c.heading_path),
-                   "page": c.page, "ordinal": c.ordinal, "tokens": c.tokens, "text": c.text,
-                   "url": _link(obj, c),
-                   **({"sections": [{"start": s.start, "heading_path": list(s.heading_path),
-                                     "url": _link(obj, c, s)} for s in c.sections]}
-                      if c.sections else {})})
+            _emit(
+                {
+                    "chunk_id": c.chunk_id,
+                    "source": c.source,
+                    "heading_path": list(c.heading_path),
+                    "page": c.page,
+                    "ordinal": c.ordinal,
+                    "tokens": c.tokens,
+                    "text": c.text,
+                    "url": _link(obj, c),
+                    **(
+                        {
+                            "sections": [
+                                {"start": s.start, "heading_path": list(s.heading_path), "url": _link(obj, c, s)}
+                                for s in c.sections
+                            ]
+                        }
+                        if c.sections
+                        else {}
+                    ),
+                }
+            )
         else:
             page = f" p.{c.page}" if c.page else ""
             url = _link(obj, c)
-            click.echo(f"{c.chunk_id}  {c.source}#{c.ordinal}{page}  {c.tokens} tok  "
-                       f"{' > '.join(c.heading_path)}" + (f"  {url}" if url else ""))
+            click.echo(
+                f"{c.chunk_id}  {c.source}#{c.ordinal}{page}  {c.tokens} tok  "
+                f"{' > '.join(c.heading_path)}" + (f"  {url}" if url else "")
+            )
 
 
 def _channel_option(f):
-    return click.option("--channel", default=None, metavar="ID",
-                        help="Answer under this Slack channel's scope (CITEBOT_SCOPES), e.g. C0123ENG.")(f)
+    return click.option(
+        "--channel",
+        default=None,
+        metavar="ID",
+        help="Answer under this Slack channel's scope (CITEBOT_SCOPES), e.g. C0123ENG.",
+    )(f)
 
 
 def _channel_scope(c: Components, channel: str | None):
@@ -121,15 +153,18 @@ def _channel_scope(c: Components, channel: str | None):
     if channel is None:
         return None
     policy = c.scopes.for_channel(channel)
-    click.echo(f"scope {policy.scope.name}: {policy.scope.describe()}"
-               + (" (citebot does not reply in this channel: reply = \"off\")"
-                  if policy.reply == "off" else ""), err=True)
+    click.echo(
+        f"scope {policy.scope.name}: {policy.scope.describe()}"
+        + (' (citebot does not reply in this channel: reply = "off")' if policy.reply == "off" else ""),
+        err=True,
+    )
     return policy.scope
 
 
 def _mode_option(f):
-    return click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True,
-                        help="Which arm(s) to use.")(f)
+    return click.option(
+        "--mode", type=click.Choice(MODES), default="hybrid", show_default=True, help="Which arm(s) to use."
+    )(f)
 
 
 @cli.command()
@@ -139,33 +174,49 @@ def _mode_option(f):
 @_channel_option
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def search(obj: _Context, query: str, mode: str, top_k: int | None, channel: str | None,
-           as_json: bool) -> None:
+def search(obj: _Context, query: str, mode: str, top_k: int | None, channel: str | None, as_json: bool) -> None:
     """Retrieval only: the passages a question would get."""
     scope = _channel_scope(obj.components, channel)
     retriever = obj.components.retriever()
     r = retriever.retrieve(query, mode=mode, top_k=top_k, scope=scope)
     if as_json:
-        _emit({
-            "hits": [{"chunk_id": h.chunk.chunk_id, "source": h.chunk.source,
-                      "heading_path": list(h.chunk.heading_path), "page": h.chunk.page,
-                      "text": h.chunk.text, "url": _link(obj, h.chunk), "score": h.score,
-                      "ranks": {"dense": h.dense_rank, "lexical": h.lexical_rank},
-                      "reasons": h.reasons} for h in r.hits],
-            "timings_ms": r.timings_ms,
-            "support": {"dense_top": r.support.dense_top, "coverage": r.support.coverage,
-                        "addressed": r.support.addressed},
-            "expansions": [{"found": e.found, "expands_to": e.expands_to} for e in r.expansions],
-            "corrections": r.corrections, "addresses": r.addresses,
-        })
+        _emit(
+            {
+                "hits": [
+                    {
+                        "chunk_id": h.chunk.chunk_id,
+                        "source": h.chunk.source,
+                        "heading_path": list(h.chunk.heading_path),
+                        "page": h.chunk.page,
+                        "text": h.chunk.text,
+                        "url": _link(obj, h.chunk),
+                        "score": h.score,
+                        "ranks": {"dense": h.dense_rank, "lexical": h.lexical_rank},
+                        "reasons": h.reasons,
+                    }
+                    for h in r.hits
+                ],
+                "timings_ms": r.timings_ms,
+                "support": {
+                    "dense_top": r.support.dense_top,
+                    "coverage": r.support.coverage,
+                    "addressed": r.support.addressed,
+                },
+                "expansions": [{"found": e.found, "expands_to": e.expands_to} for e in r.expansions],
+                "corrections": r.corrections,
+                "addresses": r.addresses,
+            }
+        )
         return
     for i, h in enumerate(r.hits, 1):
         page = f" p.{h.chunk.page}" if h.chunk.page else ""
         first = " ".join(h.chunk.text.split())[:160]
-        click.echo(f"{i:2}. {h.score:.4f} [dense {h.dense_rank or '-'} lexical {h.lexical_rank or '-'}]"
-                   f"{' ' + ','.join(h.reasons) if h.reasons else ''}  {h.chunk.source}{page} — "
-                   f"{' > '.join(h.chunk.heading_path)}\n    {first}…"
-                   + (f"\n    {url}" if (url := _link(obj, h.chunk)) else ""))
+        click.echo(
+            f"{i:2}. {h.score:.4f} [dense {h.dense_rank or '-'} lexical {h.lexical_rank or '-'}]"
+            f"{' ' + ','.join(h.reasons) if h.reasons else ''}  {h.chunk.source}{page} — "
+            f"{' > '.join(h.chunk.heading_path)}\n    {first}…"
+            + (f"\n    {url}" if (url := _link(obj, h.chunk)) else "")
+        )
 
 
 def _print_turn(record, as_json: bool) -> None:
@@ -211,8 +262,7 @@ def chat(obj: _Context) -> None:
         # the conversation. The turn is still recorded in the turn log.
         logging.getLogger("citebot.turn").setLevel(logging.WARNING)
     if interactive:
-        click.echo("citebot chat — ask about the collection; follow-ups continue the thread. "
-                   "Ctrl-D to leave.")
+        click.echo("citebot chat — ask about the collection; follow-ups continue the thread. Ctrl-D to leave.")
     while True:
         try:
             line = input("you> " if interactive else "")
@@ -234,33 +284,39 @@ def chat(obj: _Context) -> None:
 @cli.command(name="eval")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @_mode_option
-@click.option("--split", type=click.Choice(["all", "dev", "heldout"]), default="all",
-              show_default=True, help="Which part of the labelled set (tune on dev only).")
-@click.option("--compare", nargs=2, metavar="A B", default=None,
-              help="Compare two configurations, e.g. --compare hybrid-aliases hybrid "
-                   "(mode, then +/-aliases, typos, rare, phrase, joined, stems, rerank, widen): each metric "
-                   "with B - A and a paired-bootstrap 95% interval (10,000 resamples).")
-@click.option("--answers", is_flag=True,
-              help="Also run the whole turn per item (a fresh thread each) and measure what "
-                   "the answer quotes: a label given, a label quoted.")
+@click.option(
+    "--split",
+    type=click.Choice(["all", "dev", "heldout"]),
+    default="all",
+    show_default=True,
+    help="Which part of the labelled set (tune on dev only).",
+)
+@click.option(
+    "--compare",
+    nargs=2,
+    metavar="A B",
+    default=None,
+    help="Compare two configurations, e.g. --compare hybrid-aliases hybrid "
+    "(mode, then +/-aliases, typos, rare, phrase, joined, stems, rerank, widen): each metric "
+    "with B - A and a paired-bootstrap 95% interval (10,000 resamples).",
+)
+@click.option(
+    "--answers",
+    is_flag=True,
+    help="Also run the whole turn per item (a fresh thread each) and measure what "
+    "the answer quotes: a label given, a label quoted.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Per-item JSON lines, then the summary.")
 @click.pass_obj
-def eval_cmd(obj: _Context, file: Path, mode: str, split: str, compare: tuple[str, str] | None,
-             answers: bool, as_json: bool) -> None:
+def eval_cmd(
+    obj: _Context, file: Path, mode: str, split: str, compare: tuple[str, str] | None, answers: bool, as_json: bool
+) -> None:
     """Quality figures for a labelled set: Recall@1/5, MRR, refusal accuracy, per kind;
     with --answers, how often the answer quotes the labelled passage."""
     from dataclasses import replace
 
     from bot.answer.gate import Gate
-    from bot.evaluate import (
-        MemoryTurnLog,
-        load_items,
-        outcome_json,
-        parse_config,
-        run_answer_item,
-        run_item,
-        summarise,
-    )
+    from bot.evaluate import MemoryTurnLog, load_items, outcome_json, parse_config, run_answer_item, run_item, summarise
     from bot.evaluate import compare as compare_outcomes
 
     if answers and compare:
@@ -284,8 +340,10 @@ def eval_cmd(obj: _Context, file: Path, mode: str, split: str, compare: tuple[st
         click.echo(f"A={compare[0]}  B={compare[1]}  split={split} items={len(items)}")
         click.echo(f"{'metric':18}{'A':>8}{'B':>8}{'B-A':>8}   95% interval (paired bootstrap)")
         for metric, f in result.items():
-            click.echo(f"{metric:18}{f['a']:>8.3f}{f['b']:>8.3f}{f['diff']:>+8.3f}   "
-                       f"[{f['ci95'][0]:+.3f}, {f['ci95'][1]:+.3f}]")
+            click.echo(
+                f"{metric:18}{f['a']:>8.3f}{f['b']:>8.3f}{f['diff']:>+8.3f}   "
+                f"[{f['ci95'][0]:+.3f}, {f['ci95'][1]:+.3f}]"
+            )
         return
     retriever = c.retriever(replace(base, mode=mode))
     if answers:
@@ -308,11 +366,12 @@ def eval_cmd(obj: _Context, file: Path, mode: str, split: str, compare: tuple[st
     click.echo(head)
     rows = [("all", summary["all"])] + list(summary["by_split"].items()) + list(summary["by_kind"].items())
     for name, f in rows:
-        line = (f"{name:14}{f['n']:>4}{f['recall@1']:>7.3f}{f['recall@5']:>7.3f}{f['mrr']:>7.3f}"
-                f"{f['refusal_accuracy']:>9.3f}{f['closest_answerable'] + f['closest_unanswerable']:>9}")
+        line = (
+            f"{name:14}{f['n']:>4}{f['recall@1']:>7.3f}{f['recall@5']:>7.3f}{f['mrr']:>7.3f}"
+            f"{f['refusal_accuracy']:>9.3f}{f['closest_answerable'] + f['closest_unanswerable']:>9}"
+        )
         if answers and f["answerable"]:
-            line += (f"{f['quotes_label_rate']:>8.3f}{f['label_given']:>7}"
-                     f"{f['quoted_when_given_rate']:>9.3f}")
+            line += f"{f['quotes_label_rate']:>8.3f}{f['label_given']:>7}{f['quoted_when_given_rate']:>9.3f}"
         click.echo(line)
 
 
@@ -339,7 +398,7 @@ def turns_show(obj: _Context, turn_id: str) -> None:
 @turns.command("purge")
 @click.option("--before", help="Delete turns asked before this date (2026-01-31) or time (UTC).")
 @click.option("--user", "users", multiple=True, help="Delete every turn of this Slack user id (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="Print {\"turns\", \"threads\"} removed.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"turns", "threads"} removed.')
 @click.pass_obj
 def turns_purge(obj: _Context, before: str | None, users: tuple[str, ...], as_json: bool) -> None:
     """Delete turns and the thread state they were asked in. Without options: what the
@@ -354,8 +413,7 @@ def turns_purge(obj: _Context, before: str | None, users: tuple[str, ...], as_js
             raise click.BadParameter(str(exc), param_hint="--before") from None
     elif not users:
         before = cutoff(settings.turn_retention_days)
-    done = purge(obj.components.turnlog, obj.components.state, before, users,
-                 recent=obj.components.recent)
+    done = purge(obj.components.turnlog, obj.components.state, before, users, recent=obj.components.recent)
     if as_json:
         _emit(done.as_dict())
     else:
@@ -365,8 +423,12 @@ def turns_purge(obj: _Context, before: str | None, users: tuple[str, ...], as_js
 @cli.command()
 @click.option("--port", type=int, default=3000, show_default=True)
 @click.option("--socket", is_flag=True, help="Socket Mode (needs SLACK_APP_TOKEN).")
-@click.option("--sync-every", default=None, metavar="INTERVAL",
-              help="Also run `citebot sync` every INTERVAL (e.g. 1h) in the background.")
+@click.option(
+    "--sync-every",
+    default=None,
+    metavar="INTERVAL",
+    help="Also run `citebot sync` every INTERVAL (e.g. 1h) in the background.",
+)
 @click.pass_obj
 def serve(obj: _Context, port: int, socket: bool, sync_every: str | None) -> None:
     """The Slack bot: HTTP mode on --port, or Socket Mode with --socket."""

@@ -58,12 +58,18 @@ def load_items(path: Path, split: str = "all") -> list[Item]:
             continue
         try:
             raw = json.loads(line)
-            item = Item(str(raw["id"]), str(raw["kind"]), str(raw["question"]),
-                        tuple(raw["must_contain"]), str(raw.get("split", "dev")))
+            item = Item(
+                str(raw["id"]),
+                str(raw["kind"]),
+                str(raw["question"]),
+                tuple(raw["must_contain"]),
+                str(raw.get("split", "dev")),
+            )
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise ConfigError(
                 f"{path} line {n}: not a labelled item ({exc}); expected "
-                '{"id","kind","question","must_contain":[...]}') from exc
+                '{"id","kind","question","must_contain":[...]}'
+            ) from exc
         if split == "all" or item.split == split:
             items.append(item)
     return items
@@ -123,10 +129,14 @@ class Figures:
 
     def as_dict(self) -> dict:
         return {
-            "n": self.n, "answerable": self.answerable, "recall@1": round(self.r1, 4),
-            "recall@5": round(self.r5, 4), "mrr": round(self.mrr, 4),
+            "n": self.n,
+            "answerable": self.answerable,
+            "recall@1": round(self.r1, 4),
+            "recall@5": round(self.r5, 4),
+            "mrr": round(self.mrr, 4),
             "refusal_accuracy": round(self.refusal_accuracy, 4),
-            "false_refusals": self.false_refusals, "missed_refusals": self.missed_refusals,
+            "false_refusals": self.false_refusals,
+            "missed_refusals": self.missed_refusals,
             "refused_unanswerable": self.refused_unanswerable,
             "closest_answerable": self.closest_answerable,
             "closest_unanswerable": self.closest_unanswerable,
@@ -140,10 +150,7 @@ def run_item(item: Item, retriever: Retriever, gate: Gate, mode: str | None = No
 
 def judged(item: Item, retrieval: Retrieval, gate: Gate) -> Outcome:
     """An item's ranks and the gate's outcome, on a retrieval of its question."""
-    ranks = [
-        i + 1 for i, h in enumerate(retrieval.hits)
-        if any(s in h.chunk.text for s in item.must_contain)
-    ]
+    ranks = [i + 1 for i, h in enumerate(retrieval.hits) if any(s in h.chunk.text for s in item.must_contain)]
     outcome = gate.judge(retrieval.support).outcome if retrieval.hits else REFUSED
     return Outcome(item, ranks, outcome, retrieval)
 
@@ -202,17 +209,32 @@ def summarise(outcomes: list[Outcome]) -> dict:
 
 def outcome_json(o: Outcome) -> dict:
     out: dict[str, Any] = {
-        "id": o.item.id, "kind": o.item.kind, "split": o.item.split,
+        "id": o.item.id,
+        "kind": o.item.kind,
+        "split": o.item.split,
         "hits": [{"chunk_id": h.chunk.chunk_id, "text": h.chunk.text} for h in o.retrieval.hits[:TOP_HITS]],
-        "refused": o.refused, "outcome": o.outcome, "first_relevant_rank": o.first,
-        "support": {"dense_top": o.retrieval.support.dense_top, "coverage": o.retrieval.support.coverage,
-                    "addressed": o.retrieval.support.addressed},
+        "refused": o.refused,
+        "outcome": o.outcome,
+        "first_relevant_rank": o.first,
+        "support": {
+            "dense_top": o.retrieval.support.dense_top,
+            "coverage": o.retrieval.support.coverage,
+            "addressed": o.retrieval.support.addressed,
+        },
     }
     if o.answered is not None:
         a = o.answered
-        out.update({"answer": a.answer, "quotes": a.quotes, "passages": a.passages,
-                    "label_given": a.label_given, "label_quoted": a.label_quoted,
-                    "error": a.error, "compose_ms": a.compose_ms})
+        out.update(
+            {
+                "answer": a.answer,
+                "quotes": a.quotes,
+                "passages": a.passages,
+                "label_given": a.label_given,
+                "label_quoted": a.label_quoted,
+                "error": a.error,
+                "compose_ms": a.compose_ms,
+            }
+        )
     return out
 
 
@@ -264,11 +286,14 @@ class MemoryTurnLog:
     def add_feedback(self, turn_id: str, at: str, user: str | None, value: str) -> None:
         raise NotImplementedError("eval turns take no feedback")
 
-    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None,
-                    teams: Sequence[str] = ()) -> list[dict]:
-        doomed = [t for t in self.turns.values()
-                  if (before is not None and t["created_at"] < before) or t.get("user") in users
-                  or t.get("team") in teams]
+    def purge_turns(
+        self, before: str | None, users: Sequence[str], limit: int | None = None, teams: Sequence[str] = ()
+    ) -> list[dict]:
+        doomed = [
+            t
+            for t in self.turns.values()
+            if (before is not None and t["created_at"] < before) or t.get("user") in users or t.get("team") in teams
+        ]
         for t in doomed[:limit]:
             del self.turns[t["turn_id"]]
         return [{k: t.get(k) for k in ("user", "channel", "thread")} for t in doomed[:limit]]
@@ -285,22 +310,24 @@ def answered(item: Item, record: TurnRecord, chunk_text: dict[str, str]) -> Answ
     passages = [p["chunk_id"] for p in record.passages]
     given = any(s in chunk_text.get(cid, "") for cid in passages for s in item.must_contain)
     quoted = any(overlaps(q, s) for q in quotes for s in item.must_contain)
-    return Answered(record.answer, record.refused, quotes, passages, given, quoted, record.error,
-                    record.timings_ms.get("compose"))
+    return Answered(
+        record.answer, record.refused, quotes, passages, given, quoted, record.error, record.timings_ms.get("compose")
+    )
 
 
-def run_answer_item(item: Item, retriever: Retriever, answerer: Answerer, gate: Gate,
-                    mode: str | None = None) -> Outcome:
+def run_answer_item(
+    item: Item, retriever: Retriever, answerer: Answerer, gate: Gate, mode: str | None = None
+) -> Outcome:
     """The whole turn in a fresh thread, and retrieval figures as run_item on the turn's
     own retrieval (one per item) when it is the one run_item would make (same retriever,
     mode and depth), else on one of their own; the item counts as refused when the turn
     refused (by the gate or the composer) or failed, and as the turn's outcome otherwise
     ("closest" when it was labelled so)."""
     record, retrieval = answerer.turn(item.question, surface="eval")
-    same = (answerer.retriever is retriever and mode in (None, retriever.config.mode)
-            and retriever.config.top_k == TOP_HITS)
-    outcome = (judged(item, retrieval, gate) if retrieval is not None and same
-               else run_item(item, retriever, gate, mode))
+    same = (
+        answerer.retriever is retriever and mode in (None, retriever.config.mode) and retriever.config.top_k == TOP_HITS
+    )
+    outcome = judged(item, retrieval, gate) if retrieval is not None and same else run_item(item, retriever, gate, mode)
     texts = {c.chunk_id: c.text for c in retrieval.passages} if retrieval is not None else {}
     outcome.answered = answered(item, record, texts)
     outcome.outcome = REFUSED if record.refused or record.error is not None else record.outcome
@@ -316,7 +343,7 @@ FEATURES = ("aliases", "typos", "rare", "phrase", "joined", "stems", "rerank", "
 
 
 def parse_config(spec: str, base: RetrievalConfig) -> tuple[str, RetrievalConfig]:
-    """"hybrid", "lexical+aliases", "hybrid-rare-phrase", "hybrid+rerank" -> a config.
+    """ "hybrid", "lexical+aliases", "hybrid-rare-phrase", "hybrid+rerank" -> a config.
 
     The first word is the mode; +feature / -feature switch features on or off.
     """
@@ -328,8 +355,16 @@ def parse_config(spec: str, base: RetrievalConfig) -> tuple[str, RetrievalConfig
     if mode not in ("dense", "lexical", "hybrid"):
         raise ConfigError(f"configuration {spec!r} must start with dense, lexical or hybrid")
     cfg = replace(base, mode=mode)
-    fields = {"aliases": "aliases", "typos": "typo_fix", "rare": "rare_rule", "phrase": "phrase_rule",
-              "joined": "joined_rule", "stems": "stemming", "rerank": "rerank", "widen": "widen"}
+    fields = {
+        "aliases": "aliases",
+        "typos": "typo_fix",
+        "rare": "rare_rule",
+        "phrase": "phrase_rule",
+        "joined": "joined_rule",
+        "stems": "stemming",
+        "rerank": "rerank",
+        "widen": "widen",
+    }
     for part in parts[1:]:
         sign, name = part[0], part[1:]
         if name not in fields:
@@ -350,8 +385,9 @@ def per_item(outcomes: list[Outcome]) -> dict[str, np.ndarray]:
     }
 
 
-def paired_bootstrap(a: np.ndarray, b: np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES,
-                     seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
+def paired_bootstrap(
+    a: np.ndarray, b: np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> tuple[float, float, float]:
     """Mean of b - a and its 95% interval, resampling items (pairs) with replacement."""
     if len(a) != len(b):
         raise ValueError("paired bootstrap needs the same items on both sides")
@@ -380,7 +416,10 @@ def compare(a: list[Outcome], b: list[Outcome]) -> dict[str, MetricComparison]:
     out: dict[str, MetricComparison] = {}
     for metric in va:
         diff, lo, hi = paired_bootstrap(va[metric], vb[metric])
-        out[metric] = {"a": round(float(va[metric].mean()) if len(va[metric]) else 0.0, 4),
-                       "b": round(float(vb[metric].mean()) if len(vb[metric]) else 0.0, 4),
-                       "diff": round(diff, 4), "ci95": [round(lo, 4), round(hi, 4)]}
+        out[metric] = {
+            "a": round(float(va[metric].mean()) if len(va[metric]) else 0.0, 4),
+            "b": round(float(vb[metric].mean()) if len(vb[metric]) else 0.0, 4),
+            "diff": round(diff, 4),
+            "ci95": [round(lo, 4), round(hi, 4)],
+        }
     return out

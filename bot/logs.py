@@ -18,12 +18,16 @@ from typing import Any
 import structlog
 
 REDACTED = "[redacted]"
-_SECRET_KEYS = re.compile(r"(token|secret|password|passwd|api_key|apikey|authorization|signature|"
-                          r"cookie|credential)", re.IGNORECASE)
+_SECRET_KEYS = re.compile(
+    r"(token|secret|password|passwd|api_key|apikey|authorization|signature|"
+    r"cookie|credential)",
+    re.IGNORECASE,
+)
 _SECRET_VALUES = re.compile(
     r"\b(?:xox[abposre]-[\w-]+|xapp-[\w-]+|sk-ant-[\w-]+)"
     r"|(?<=\b[Bb]earer )[\w\-.~+/]+=*"
-    r"|(?<=\b[Bb]asic )[A-Za-z0-9+/]{8,}=*")
+    r"|(?<=\b[Bb]asic )[A-Za-z0-9+/]{8,}=*"
+)
 # Deeper than this an event is not walked further (a cycle, or data no log line needs).
 REDACT_MAX_DEPTH = 12
 
@@ -34,8 +38,12 @@ def _mask(value: Any, depth: int = 0) -> Any:
     if depth >= REDACT_MAX_DEPTH:
         return value
     if isinstance(value, dict):
-        return {k: REDACTED if isinstance(k, str) and _SECRET_KEYS.search(k) and v not in (None, "")
-                else _mask(v, depth + 1) for k, v in value.items()}
+        return {
+            k: REDACTED
+            if isinstance(k, str) and _SECRET_KEYS.search(k) and v not in (None, "")
+            else _mask(v, depth + 1)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_mask(v, depth + 1) for v in value]
     if isinstance(value, tuple):
@@ -59,8 +67,7 @@ def configure(fmt: str = "auto", level: int = logging.INFO) -> None:
     # The traceback becomes a string field before redaction, so it is masked too, in both
     # renderings (the console's own exception formatter would also print local variables).
     tail: list[Any] = [structlog.processors.format_exc_info, redact]
-    renderer: Any = (structlog.dev.ConsoleRenderer() if console
-                     else structlog.processors.JSONRenderer())
+    renderer: Any = structlog.dev.ConsoleRenderer() if console else structlog.processors.JSONRenderer()
     structlog.configure(
         processors=[*shared, *tail, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
@@ -68,13 +75,23 @@ def configure(fmt: str = "auto", level: int = logging.INFO) -> None:
         cache_logger_on_first_use=False,
     )
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder(), *tail],
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
-    ))
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder(), *tail],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        )
+    )
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("httpx", "httpcore", "urllib3", "elastic_transport", "sentence_transformers",
-                  "transformers", "filelock", "huggingface_hub"):
+    for noisy in (
+        "httpx",
+        "httpcore",
+        "urllib3",
+        "elastic_transport",
+        "sentence_transformers",
+        "transformers",
+        "filelock",
+        "huggingface_hub",
+    ):
         logging.getLogger(noisy).setLevel(logging.WARNING)

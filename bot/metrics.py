@@ -23,17 +23,17 @@ HOME_PARTS = ("coverage", "turns", "publish")  # what the Home tab could not sho
 TURNS = Counter("citebot_turns", "Turns by outcome.", ["outcome"], registry=REGISTRY)
 # Seconds; buckets from a cached extractive turn (~20 ms) to a model turn at its budget (60 s).
 STAGE_SECONDS = Histogram(
-    "citebot_stage_seconds", "Time spent in each stage of a turn.", ["stage"], registry=REGISTRY,
-    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
-FAILED_CHECKS = Counter("citebot_failed_checks", "Failed checks by kind.", ["kind"],
-                        registry=REGISTRY)
-BACKEND_ERRORS = Counter("citebot_backend_errors", "Errors from a backend.", ["backend"],
-                         registry=REGISTRY)
+    "citebot_stage_seconds",
+    "Time spent in each stage of a turn.",
+    ["stage"],
+    registry=REGISTRY,
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+FAILED_CHECKS = Counter("citebot_failed_checks", "Failed checks by kind.", ["kind"], registry=REGISTRY)
+BACKEND_ERRORS = Counter("citebot_backend_errors", "Errors from a backend.", ["backend"], registry=REGISTRY)
 DEDUPE_HITS = Counter("citebot_dedupe_hits", "Deliveries dropped as duplicates.", registry=REGISTRY)
-RATE_LIMITED = Counter("citebot_rate_limited", "Questions refused by the rate limit.",
-                       registry=REGISTRY)
-HOME_FAILURES = Counter("citebot_home_failures", "Home tab parts that failed, by part.", ["part"],
-                        registry=REGISTRY)
+RATE_LIMITED = Counter("citebot_rate_limited", "Questions refused by the rate limit.", registry=REGISTRY)
+HOME_FAILURES = Counter("citebot_home_failures", "Home tab parts that failed, by part.", ["part"], registry=REGISTRY)
 
 for _o in OUTCOMES:  # every series exists from the start, at zero
     TURNS.labels(_o)

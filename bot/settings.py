@@ -12,14 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from pydantic import (
-    AliasChoices,
-    Field,
-    SecretStr,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-)
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ingest.limits import (
@@ -61,9 +54,20 @@ _CLIENT_ID = re.compile(r"[0-9]+\.[0-9]+")
 _SCOPE = re.compile(r"[a-z][a-z_.]*(:[a-z_.]+)*")
 # The bot scopes of slack/manifest.yml (tests/test_slack_oauth.py checks they agree): an
 # install asks for what the manifest's single-workspace app has.
-BOT_SCOPES = ("app_mentions:read", "chat:write", "commands", "channels:history", "groups:history",
-              "im:history", "mpim:history", "metadata.message:read", "channels:read", "groups:read",
-              "im:read", "assistant:write")
+BOT_SCOPES = (
+    "app_mentions:read",
+    "chat:write",
+    "commands",
+    "channels:history",
+    "groups:history",
+    "im:history",
+    "mpim:history",
+    "metadata.message:read",
+    "channels:read",
+    "groups:read",
+    "im:read",
+    "assistant:write",
+)
 
 
 def _default_store() -> Path:
@@ -78,8 +82,12 @@ class Settings(BaseSettings):
     """Everything configurable. Unset service URLs select the embedded defaults."""
 
     model_config = SettingsConfigDict(
-        env_prefix="CITEBOT_", env_file=".env", env_file_encoding="utf-8",
-        extra="ignore", frozen=True, populate_by_name=True,
+        env_prefix="CITEBOT_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        frozen=True,
+        populate_by_name=True,
     )
 
     store: Path = Field(default_factory=_default_store, description="embedded store directory")
@@ -91,30 +99,31 @@ class Settings(BaseSettings):
     es_ca_certs: Path | None = None
     es_timeout_s: float = Field(30.0, gt=0, allow_inf_nan=False)
     es_shards: int = Field(1, ge=1, description="primary shards of a new Elasticsearch index")
-    redis_url: str | None = Field(
-        None, validation_alias=AliasChoices("REDIS_URL", "CITEBOT_REDIS_URL"))
-    redis_prefix: str = Field(
-        "citebot:", min_length=1, description="prefix of every Redis key (one per deployment)")
+    redis_url: str | None = Field(None, validation_alias=AliasChoices("REDIS_URL", "CITEBOT_REDIS_URL"))
+    redis_prefix: str = Field("citebot:", min_length=1, description="prefix of every Redis key (one per deployment)")
     anthropic_api_key: SecretStr | None = Field(
-        None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "CITEBOT_ANTHROPIC_API_KEY"))
+        None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "CITEBOT_ANTHROPIC_API_KEY")
+    )
     anthropic_base_url: str | None = Field(
-        None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "CITEBOT_ANTHROPIC_BASE_URL"))
+        None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "CITEBOT_ANTHROPIC_BASE_URL")
+    )
     anthropic_model: str = "claude-sonnet-5"  # claude-sonnet-4-5 reaches end of life 2026-11-30
     anthropic_max_tokens: int = Field(1024, gt=0)
     anthropic_timeout_s: float = Field(30.0, gt=0, allow_inf_nan=False)
     anthropic_budget_s: float = Field(60.0, gt=0, allow_inf_nan=False)
     claim_judge: bool = False
     glossary: Path | None = Field(None, description="CSV with term,alias[,definition]")
-    scopes: Path | None = Field(
-        None, description="TOML file of per-channel scopes (bot/slack/scopes.py); unset = all")
-    sources: Path | None = Field(
-        None, description="TOML file of named sources for `citebot sync` (ingest/sources.py)")
+    scopes: Path | None = Field(None, description="TOML file of per-channel scopes (bot/slack/scopes.py); unset = all")
+    sources: Path | None = Field(None, description="TOML file of named sources for `citebot sync` (ingest/sources.py)")
     sync_cache: Path | None = Field(
-        None, description="where `citebot sync` keeps clones and staged sources; default: "
-                          "STORE/sources, or ~/.cache/citebot/sources/INDEX with Elasticsearch")
+        None,
+        description="where `citebot sync` keeps clones and staged sources; default: "
+        "STORE/sources, or ~/.cache/citebot/sources/INDEX with Elasticsearch",
+    )
     model_dir: Path | None = Field(None, description="embedding model folder; default: bundled")
-    cache: Path = Field(default_factory=_default_cache,
-                        description="built files kept between runs (the encoder's ONNX graphs)")
+    cache: Path = Field(
+        default_factory=_default_cache, description="built files kept between runs (the encoder's ONNX graphs)"
+    )
     # fp32 by default: int8 keeps the fp32 ranking only within its measured loss
     # (docs/decisions/0030-onnx-runtime-encoder.md).
     encoder_precision: str = Field("fp32", description="fp32 or int8 (ONNX Runtime weights)")
@@ -125,20 +134,27 @@ class Settings(BaseSettings):
     top_k: int = Field(10, gt=0, le=100)
     passages: int = Field(5, gt=0, le=20, description="passages given to the composer")
     slack_bot_token: SecretStr | None = Field(
-        None, validation_alias=AliasChoices("SLACK_BOT_TOKEN", "CITEBOT_SLACK_BOT_TOKEN"))
+        None, validation_alias=AliasChoices("SLACK_BOT_TOKEN", "CITEBOT_SLACK_BOT_TOKEN")
+    )
     slack_signing_secret: SecretStr | None = Field(
-        None, validation_alias=AliasChoices("SLACK_SIGNING_SECRET", "CITEBOT_SLACK_SIGNING_SECRET"))
+        None, validation_alias=AliasChoices("SLACK_SIGNING_SECRET", "CITEBOT_SLACK_SIGNING_SECRET")
+    )
     slack_app_token: SecretStr | None = Field(
-        None, validation_alias=AliasChoices("SLACK_APP_TOKEN", "CITEBOT_SLACK_APP_TOKEN"))
+        None, validation_alias=AliasChoices("SLACK_APP_TOKEN", "CITEBOT_SLACK_APP_TOKEN")
+    )
     slack_api_url: str | None = Field(None, description="Slack Web API base URL (stand-ins)")
     # Installs in many workspaces through OAuth v2 when both are set (Bolt's names; docs/slack.md).
     slack_client_id: str | None = Field(
-        None, validation_alias=AliasChoices("SLACK_CLIENT_ID", "CITEBOT_SLACK_CLIENT_ID"))
+        None, validation_alias=AliasChoices("SLACK_CLIENT_ID", "CITEBOT_SLACK_CLIENT_ID")
+    )
     slack_client_secret: SecretStr | None = Field(
-        None, validate_default=True, validation_alias=AliasChoices("SLACK_CLIENT_SECRET", "CITEBOT_SLACK_CLIENT_SECRET"))
+        None, validate_default=True, validation_alias=AliasChoices("SLACK_CLIENT_SECRET", "CITEBOT_SLACK_CLIENT_SECRET")
+    )
     slack_scopes: str = Field(
-        ",".join(BOT_SCOPES), validation_alias=AliasChoices("SLACK_SCOPES", "CITEBOT_SLACK_SCOPES"),
-        description="bot scopes an install asks for, comma-separated; default: slack/manifest.yml's")
+        ",".join(BOT_SCOPES),
+        validation_alias=AliasChoices("SLACK_SCOPES", "CITEBOT_SLACK_SCOPES"),
+        description="bot scopes an install asks for, comma-separated; default: slack/manifest.yml's",
+    )
     # Many workspaces, each its own collection and scopes (bot/team_collections.py): `{team}`
     # is the workspace's id (an org-wide install's: the organisation's), lower-cased in indices.
     store_template: str | None = Field(None, description="embedded store directory per workspace")
@@ -146,35 +162,38 @@ class Settings(BaseSettings):
     scopes_template: str | None = Field(None, description="scopes TOML file per workspace")
     team: str | None = Field(None, description="the workspace whose collection a command uses")
     slash_command: str = "/ask"
-    source_url: str | None = Field(
-        None, description="link template for sources, e.g. https://wiki.example.com/{path}")
+    source_url: str | None = Field(None, description="link template for sources, e.g. https://wiki.example.com/{path}")
     rate_limit_per_minute: int = Field(6, gt=0)
     metrics_port: int = Field(
-        9091, ge=0, le=65535,
-        description="Socket Mode: port of /healthz, /readyz and /metrics (0 = off)")
+        9091, ge=0, le=65535, description="Socket Mode: port of /healthz, /readyz and /metrics (0 = off)"
+    )
     log_format: str = Field("auto", pattern="^(auto|json|console)$")
     # bot.memory.retention.DEFAULT_RETENTION_DAYS says why 90 (tests/test_retention.py: they agree).
     turn_retention_days: int = Field(
-        90, ge=1, le=3650,
-        description="days a turn and its thread state are kept (bot/memory/retention.py)")
+        90, ge=1, le=3650, description="days a turn and its thread state are kept (bot/memory/retention.py)"
+    )
     admin_token: SecretStr | None = Field(
-        None, description="tokens of the /admin page, comma-separated; TOKEN:CHANNEL binds one "
-                          "to a channel's scope (bot/admin/); unset = /admin is off")
+        None,
+        description="tokens of the /admin page, comma-separated; TOKEN:CHANNEL binds one "
+        "to a channel's scope (bot/admin/); unset = /admin is off",
+    )
     admin_url: str | None = Field(None, description="the address /admin is reached at, for links")
     gaps_channel: str | None = Field(
-        None, description="channel id of the weekly gaps digest (bot/admin/digest.py); unset = none")
+        None, description="channel id of the weekly gaps digest (bot/admin/digest.py); unset = none"
+    )
     # Per-file limits of `citebot ingest` (ingest/limits.py, beside what set each default).
     ingest_max_bytes: int = Field(MAX_FILE_BYTES, gt=0, description="bytes of one file")
     ingest_max_pages: int = Field(MAX_PDF_PAGES, gt=0, description="pages of one PDF")
     ingest_max_chars: int = Field(MAX_TEXT_CHARS, gt=0, description="extracted characters of one file")
     ingest_max_depth: int = Field(MAX_HTML_DEPTH, gt=0, description="open HTML or XML elements at once")
     ingest_max_inflated_bytes: int = Field(
-        MAX_INFLATED_BYTES, gt=0, description="one PDF stream or office zip member, decompressed")
+        MAX_INFLATED_BYTES, gt=0, description="one PDF stream or office zip member, decompressed"
+    )
     ingest_max_inflated_file_bytes: int = Field(
-        MAX_INFLATED_FILE_BYTES, gt=0, description="all the streams or zip members of one file, decompressed")
+        MAX_INFLATED_FILE_BYTES, gt=0, description="all the streams or zip members of one file, decompressed"
+    )
     ingest_max_zip_members: int = Field(MAX_ZIP_MEMBERS, gt=0, description="members of one office file's zip")
-    ingest_max_xml_elements: int = Field(
-        MAX_XML_ELEMENTS, gt=0, description="XML elements parsed in one office file")
+    ingest_max_xml_elements: int = Field(MAX_XML_ELEMENTS, gt=0, description="XML elements parsed in one office file")
 
     def sync_folder(self) -> Path:
         """Where `citebot sync` keeps each source's clone and staged documents."""
@@ -185,12 +204,16 @@ class Settings(BaseSettings):
         return self.store / "sources"
 
     def ingest_limits(self) -> Limits:
-        return Limits(max_bytes=self.ingest_max_bytes, max_pages=self.ingest_max_pages,
-                      max_chars=self.ingest_max_chars, max_depth=self.ingest_max_depth,
-                      max_inflated_bytes=self.ingest_max_inflated_bytes,
-                      max_inflated_file_bytes=self.ingest_max_inflated_file_bytes,
-                      max_zip_members=self.ingest_max_zip_members,
-                      max_xml_elements=self.ingest_max_xml_elements)
+        return Limits(
+            max_bytes=self.ingest_max_bytes,
+            max_pages=self.ingest_max_pages,
+            max_chars=self.ingest_max_chars,
+            max_depth=self.ingest_max_depth,
+            max_inflated_bytes=self.ingest_max_inflated_bytes,
+            max_inflated_file_bytes=self.ingest_max_inflated_file_bytes,
+            max_zip_members=self.ingest_max_zip_members,
+            max_xml_elements=self.ingest_max_xml_elements,
+        )
 
     @field_validator(*_URLS)
     @classmethod
@@ -205,20 +228,29 @@ class Settings(BaseSettings):
     def _source_url(cls, v: str | None) -> str | None:
         if v in (None, ""):
             return None
-        fix = ("write an http(s) address with {path} where the source path goes, "
-               "e.g. https://wiki.example.com/{path}")
+        fix = "write an http(s) address with {path} where the source path goes, e.g. https://wiki.example.com/{path}"
         if not v.startswith(("https://", "http://")) or "{path}" not in v:
             raise ValueError(f"{redact_url(v)!r} is not a link template: {fix}")
         try:
             normalise(template_url(v, "a/b.md"))
         except BadURL:  # its reason quotes the address unmasked: say it here instead
-            raise ValueError(f"{redact_url(v)!r} gives no usable link (no host, a bad port or "
-                             f"a control character?): {fix}") from None
+            raise ValueError(
+                f"{redact_url(v)!r} gives no usable link (no host, a bad port or a control character?): {fix}"
+            ) from None
         return v
 
-    @field_validator("glossary", "scopes", "sources", "sync_cache", "es_ca_certs", "model_dir",
-                     "reranker", "store", "cache",
-                     mode="before")
+    @field_validator(
+        "glossary",
+        "scopes",
+        "sources",
+        "sync_cache",
+        "es_ca_certs",
+        "model_dir",
+        "reranker",
+        "store",
+        "cache",
+        mode="before",
+    )
     @classmethod
     def _path(cls, v: object) -> object:
         if isinstance(v, str) and not v.strip():  # Path("") would quietly mean "."
@@ -229,8 +261,10 @@ class Settings(BaseSettings):
     @classmethod
     def _precision(cls, v: str) -> str:
         if v not in ("fp32", "int8"):
-            raise ValueError(f"{v!r} is not a precision: use fp32 (the default) or int8 "
-                             "(8-bit weights: smaller, a little less exact)")
+            raise ValueError(
+                f"{v!r} is not a precision: use fp32 (the default) or int8 "
+                "(8-bit weights: smaller, a little less exact)"
+            )
         return v
 
     @field_validator("admin_token")
@@ -247,8 +281,7 @@ class Settings(BaseSettings):
         if v in (None, ""):
             return None
         if not _CHANNEL_ID.match(v):
-            raise ValueError(f"{v!r} is not a channel id: copy it from the channel's details "
-                             "in Slack, e.g. C0123ABCD")
+            raise ValueError(f"{v!r} is not a channel id: copy it from the channel's details in Slack, e.g. C0123ABCD")
         return v
 
     @field_validator("slack_client_id")
@@ -257,8 +290,9 @@ class Settings(BaseSettings):
         if v in (None, ""):
             return None
         if not _CLIENT_ID.fullmatch(v):
-            raise ValueError("is not a Slack client id: copy the Client ID (digits and a dot) "
-                             "from the app's Basic Information page")
+            raise ValueError(
+                "is not a Slack client id: copy the Client ID (digits and a dot) from the app's Basic Information page"
+            )
         return v
 
     @field_validator("slack_client_secret")
@@ -268,8 +302,10 @@ class Settings(BaseSettings):
         if "slack_client_id" not in info.data:  # the id itself was refused: that error says it
             return v
         if info.data["slack_client_id"] and v is None:
-            raise ValueError("is not set but SLACK_CLIENT_ID is: set both (the app's Basic "
-                             "Information page) to install in many workspaces, or neither")
+            raise ValueError(
+                "is not set but SLACK_CLIENT_ID is: set both (the app's Basic "
+                "Information page) to install in many workspaces, or neither"
+            )
         if v is not None and not info.data["slack_client_id"]:
             raise ValueError("is set but SLACK_CLIENT_ID is not: set both, or neither")
         return v
@@ -280,8 +316,9 @@ class Settings(BaseSettings):
         scopes = [s.strip() for s in v.split(",")]
         bad = [s for s in scopes if not _SCOPE.fullmatch(s)]
         if bad:
-            raise ValueError(f"{bad[0]!r} is not a scope: write bot scopes separated by commas, "
-                             "e.g. app_mentions:read,chat:write")
+            raise ValueError(
+                f"{bad[0]!r} is not a scope: write bot scopes separated by commas, e.g. app_mentions:read,chat:write"
+            )
         return ",".join(scopes)
 
     @field_validator("store_template", "es_index_template", "scopes_template")
@@ -290,11 +327,15 @@ class Settings(BaseSettings):
         if v in (None, ""):
             return None
         if v.count("{team}") < 1 or v.replace("{team}", "").count("{") + v.replace("{team}", "").count("}"):
-            raise ValueError(f"{v!r} is not a template: write {{team}} where the workspace id goes "
-                             "and no other braces, e.g. citebot-{team}")
+            raise ValueError(
+                f"{v!r} is not a template: write {{team}} where the workspace id goes "
+                "and no other braces, e.g. citebot-{team}"
+            )
         if info.field_name == "es_index_template" and not _INDEX.fullmatch(v.replace("{team}", "t")):
-            raise ValueError(f"{v!r} gives no Elasticsearch alias: use lower-case letters, digits, "
-                             "'-' and '_', e.g. citebot-{team}")
+            raise ValueError(
+                f"{v!r} gives no Elasticsearch alias: use lower-case letters, digits, "
+                "'-' and '_', e.g. citebot-{team}"
+            )
         return v
 
     @field_validator("team")
@@ -346,8 +387,10 @@ def load_settings(**overrides: Any) -> Settings:
     except ValidationError as exc:
         # Only each error's message, never its input (a URL's password, a token); and not
         # chained, since the ValidationError's own text quotes the inputs.
-        problems = [f"{env_name(str(err['loc'][0]) if err['loc'] else '')}: "
-                    + err["msg"].removeprefix("Value error, ") for err in exc.errors()]
+        problems = [
+            f"{env_name(str(err['loc'][0]) if err['loc'] else '')}: " + err["msg"].removeprefix("Value error, ")
+            for err in exc.errors()
+        ]
         raise ConfigError("bad setting: " + "; ".join(problems)) from None
 
 
@@ -359,8 +402,10 @@ def admin_tokens(value: str) -> list[tuple[str, str | None]]:
     for n, entry in enumerate(value.split(","), 1):
         token, _, channel = entry.strip().partition(":")
         if len(token) < ADMIN_TOKEN_MIN_CHARS or _BLANK_OR_CONTROL.search(token):
-            raise ValueError(f"entry {n}: a token is at least {ADMIN_TOKEN_MIN_CHARS} characters "
-                             "with no space (make one with `openssl rand -hex 16`)")
+            raise ValueError(
+                f"entry {n}: a token is at least {ADMIN_TOKEN_MIN_CHARS} characters "
+                "with no space (make one with `openssl rand -hex 16`)"
+            )
         if channel and not _CHANNEL_ID.match(channel):
             raise ValueError(f"entry {n}: after ':' comes a channel id such as C0123ABCD")
         out.append((token, channel or None))
@@ -378,9 +423,11 @@ def source_tokens(sources: list[Source]) -> dict[str, str]:
             continue
         value = os.environ.get(s.token_env, "").strip()
         if not value:
-            raise ConfigError(f"bad setting: CITEBOT_SOURCES: source {s.name}: token_env names "
-                              f"{s.token_env}, which is not set; fix: export {s.token_env}=<token> "
-                              "(a token with read access to the repository), or drop token_env")
+            raise ConfigError(
+                f"bad setting: CITEBOT_SOURCES: source {s.name}: token_env names "
+                f"{s.token_env}, which is not set; fix: export {s.token_env}=<token> "
+                "(a token with read access to the repository), or drop token_env"
+            )
         tokens[s.name] = value
     return tokens
 
@@ -390,20 +437,26 @@ def checked_url(value: str, schemes: tuple[str, ...], example: str) -> str:
     otherwise, quoting the value with its credentials masked (search.config.redact_url)."""
     shown = repr(redact_url(value))
     if _BLANK_OR_CONTROL.search(value):
-        raise ValueError(f"{shown} holds a space or control character (a stray quote or line "
-                         f"break?); write just the URL, e.g. {example}")
+        raise ValueError(
+            f"{shown} holds a space or control character (a stray quote or line "
+            f"break?); write just the URL, e.g. {example}"
+        )
     m = _SCHEME.match(value)
     if not m:
         raise ValueError(f"{shown} is not a URL (expected e.g. {example})")
     if m.group(1) not in schemes:
-        raise ValueError(f"{shown} starts with {m.group(1)}://, which this setting does not "
-                         f"take: use {' or '.join(s + '://' for s in schemes)}, e.g. {example}")
+        raise ValueError(
+            f"{shown} starts with {m.group(1)}://, which this setting does not "
+            f"take: use {' or '.join(s + '://' for s in schemes)}, e.g. {example}"
+        )
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018  # parsing the port is the check
     except ValueError:  # its text quotes the port, which may be a password: not shown
-        raise ValueError(f"{shown} has no valid host and port: the port after the host's ':' "
-                         f"must be a number from 0 to 65535, e.g. {example}") from None
+        raise ValueError(
+            f"{shown} has no valid host and port: the port after the host's ':' "
+            f"must be a number from 0 to 65535, e.g. {example}"
+        ) from None
     if not parts.hostname and m.group(1) in ("http", "https"):  # redis:// defaults to localhost
         raise ValueError(f"{shown} names no host, e.g. {example}")
     return value

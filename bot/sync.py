@@ -40,33 +40,48 @@ def parse_every(value: str) -> int:
 def _selected(c: Components, names: tuple[str, ...]):
     sources = c.sources
     if c.settings.sources is None:
-        raise click.UsageError("CITEBOT_SOURCES is unset: point it at a TOML file of [sources.NAME] "
-                               "tables (docs/using.md, \"Sources and sync\")")
+        raise click.UsageError(
+            "CITEBOT_SOURCES is unset: point it at a TOML file of [sources.NAME] "
+            'tables (docs/using.md, "Sources and sync")'
+        )
     known = {s.name for s in sources}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise click.UsageError(f"no source named {', '.join(unknown)} in {c.settings.sources} "
-                               f"(it names {', '.join(sorted(known))})")
+        raise click.UsageError(
+            f"no source named {', '.join(unknown)} in {c.settings.sources} (it names {', '.join(sorted(known))})"
+        )
     return [s for s in sources if not names or s.name in names]
 
 
-def run_sync(c: Components, names: tuple[str, ...] = (), *, progress: bool | None = None,
-             on_report=None) -> list[SyncReport]:
+def run_sync(
+    c: Components, names: tuple[str, ...] = (), *, progress: bool | None = None, on_report=None
+) -> list[SyncReport]:
     """Sync the named sources (all when none are named) with these components."""
     from ingest.sync import sync
 
     sources = _selected(c, names)
     s = c.settings
-    return sync(sources, c.store, c.embedder, s.sync_folder(), tokens=c.source_tokens,
-                limits=s.ingest_limits(), progress=progress, source_url=s.source_url, on_report=on_report)
+    return sync(
+        sources,
+        c.store,
+        c.embedder,
+        s.sync_folder(),
+        tokens=c.source_tokens,
+        limits=s.ingest_limits(),
+        progress=progress,
+        source_url=s.source_url,
+        on_report=on_report,
+    )
 
 
 def _line(r: SyncReport) -> str:
     at = f" {r.commit[:12]}" if r.commit else ""
     if r.error:
         return f"{r.name} ({r.kind}{at}): FAILED, its documents are kept as they were: {r.error}"
-    return (f"{r.name} ({r.kind}{at}): added {r.added}, changed {r.changed}, deleted {r.deleted}, "
-            f"skipped {len(r.skipped)} in {r.seconds:.1f} s")
+    return (
+        f"{r.name} ({r.kind}{at}): added {r.added}, changed {r.changed}, deleted {r.deleted}, "
+        f"skipped {len(r.skipped)} in {r.seconds:.1f} s"
+    )
 
 
 @click.command("sync")

@@ -42,8 +42,10 @@ class TeamCollections:
     def team(self) -> str:
         ws = current()
         if ws is None or not ws.team:
-            raise NoWorkspace("no workspace: a collection is chosen by the workspace a request "
-                              "comes from (the model is loaded; collections open on first use)")
+            raise NoWorkspace(
+                "no workspace: a collection is chosen by the workspace a request "
+                "comes from (the model is loaded; collections open on first use)"
+            )
         return ws.team
 
     def components_of(self, team: str) -> Any:
@@ -70,8 +72,10 @@ class TeamCollections:
             return found
         mine = self.components_of(team)
         if mine.settings.store_template and not mine.settings.es_url and not mine.settings.store.is_dir():
-            raise StoreError(f"the store is empty: workspace {team} has no collection yet; run "
-                             f"`CITEBOT_TEAM={team} citebot ingest PATH` first")
+            raise StoreError(
+                f"the store is empty: workspace {team} has no collection yet; run "
+                f"`CITEBOT_TEAM={team} citebot ingest PATH` first"
+            )
         built = mine.make_answerer(mine.retriever(), self.components.turnlog, self.components.state)
         with self._lock:
             return self._answerers.setdefault(team, built)
@@ -110,8 +114,7 @@ class TeamScopes(Scopes):
     def _now(self) -> Scopes:
         return self.collections.scopes()  # type: ignore[attr-defined]
 
-    def for_channel(self, channel: str, user: str | None = None, *,
-                    own_dm: bool = False) -> ChannelPolicy:
+    def for_channel(self, channel: str, user: str | None = None, *, own_dm: bool = False) -> ChannelPolicy:
         return self._now().for_channel(channel, user, own_dm=own_dm)
 
     def user_table_may_apply(self, channel: str, user: str | None) -> bool:

@@ -87,8 +87,7 @@ class Components:
         from ingest.embedder import Embedder
 
         s = self.settings
-        return Embedder(s.model_dir, precision=s.encoder_precision, threads=s.encoder_threads,
-                        cache_dir=s.cache)
+        return Embedder(s.model_dir, precision=s.encoder_precision, threads=s.encoder_threads, cache_dir=s.cache)
 
     @cached_property
     def glossary(self) -> Glossary:
@@ -136,8 +135,9 @@ class Components:
 
         glossary = self.glossary  # a bad CITEBOT_GLOSSARY fails before the model loads
         store = self.reading_store()
-        return Retriever(store, self.embedder.encode_query, glossary,
-                         config or self.retrieval_config(), reranker=self.reranker)
+        return Retriever(
+            store, self.embedder.encode_query, glossary, config or self.retrieval_config(), reranker=self.reranker
+        )
 
     def reading_store(self) -> Store:
         """The store, checked: not empty, built by the configured model."""
@@ -162,8 +162,9 @@ class Components:
         try:
             return redis_connect(url)
         except ValueError as exc:  # a query argument redis-py refuses, e.g. ?socket_timeout=x
-            raise ConfigError(f"bad setting: REDIS_URL: cannot use {redact_url(url)!r}: "
-                              f"{scrub(str(exc), url)}") from None
+            raise ConfigError(
+                f"bad setting: REDIS_URL: cannot use {redact_url(url)!r}: {scrub(str(exc), url)}"
+            ) from None
 
     @property
     def prefix(self) -> str:
@@ -233,8 +234,7 @@ class Components:
     def composer(self) -> Composer:
         from bot.answer.compose import ExtractiveComposer
 
-        extractive = ExtractiveComposer(self.embedder.encode_texts,
-                                        encode_query=self.embedder.encode_query)
+        extractive = ExtractiveComposer(self.embedder.encode_texts, encode_query=self.embedder.encode_query)
         if self.settings.anthropic_api_key is None:
             return extractive
         from bot.answer.claude import ClaudeComposer
@@ -245,15 +245,17 @@ class Components:
     def answerer(self) -> Answerer:
         return self.make_answerer(self.retriever(), self.turnlog, self.state)
 
-    def make_answerer(self, retriever: Retriever, turnlog: TurnLog,
-                      state: ConversationState | None = None) -> Answerer:
+    def make_answerer(self, retriever: Retriever, turnlog: TurnLog, state: ConversationState | None = None) -> Answerer:
         """An Answerer on this retriever and turn log (eval gives its own of both)."""
         from bot.answer.turn import Answerer
         from bot.memory.state import InProcessState
 
         composer = self.composer()
         return Answerer(
-            retriever, composer, turnlog, state or InProcessState(),
+            retriever,
+            composer,
+            turnlog,
+            state or InProcessState(),
             passages=self.settings.passages,
             condenser=getattr(composer, "condense", None),
             claim_judge=getattr(composer, "claim_judge", None),
@@ -273,8 +275,7 @@ class Components:
             try:
                 stamp = self.store.stamp()
                 served = stamp is not None and self.embedder.stamp.serves(stamp)  # as opening it judges
-                checks["store"] = ("ok" if served and self.store.chunk_count()
-                                   else "empty or built with another model")
+                checks["store"] = "ok" if served and self.store.chunk_count() else "empty or built with another model"
             except CitebotError as exc:
                 checks["store"] = str(exc)
         if self.redis is not None:
@@ -289,8 +290,14 @@ class Components:
         return checks
 
 
-def build_bot(components: Components, *, client=None, socket_mode: bool = False,
-              listener_workers: int | None = None, turn_workers: int | None = None) -> SlackBot:
+def build_bot(
+    components: Components,
+    *,
+    client=None,
+    socket_mode: bool = False,
+    listener_workers: int | None = None,
+    turn_workers: int | None = None,
+) -> SlackBot:
     """The Slack bot from the components: Redis-backed dedupe, rate limit and recall when
     configured, in-process otherwise; worker counts default to bot.slack.pool's."""
     import structlog
@@ -327,29 +334,41 @@ def build_bot(components: Components, *, client=None, socket_mode: bool = False,
         signing_secret=secret.get_secret_value() if secret else None,
         slash_command=settings.slash_command,
         rate_limit_per_minute=settings.rate_limit_per_minute,
-        socket_mode=socket_mode, listener_workers=listener_workers, turn_workers=turn_workers,
+        socket_mode=socket_mode,
+        listener_workers=listener_workers,
+        turn_workers=turn_workers,
         source_url=settings.source_url,
         stream_answers=settings.anthropic_api_key is not None,
     )
     bot = SlackBot(
-        config, client, identity,
-        answerer=answerer, state=components.state,
-        turnlog=turnlog, deduper=components.deduper, limiter=components.limiter,
-        recent=components.recent, scopes=scopes, recall_memo=components.recall_memo,
+        config,
+        client,
+        identity,
+        answerer=answerer,
+        state=components.state,
+        turnlog=turnlog,
+        deduper=components.deduper,
+        limiter=components.limiter,
+        recent=components.recent,
+        scopes=scopes,
+        recall_memo=components.recall_memo,
         oauth_settings=many.settings if many else None,
         viewing=components.viewing,
     )
     if many is not None:
         many.attach(bot.app, components.state)
     structlog.get_logger("citebot.slack").info(
-        "slack_bot_ready", bot_user_id=identity.bot_user_id, team_id=identity.team_id,
-        shared_state=components.redis is not None, command=settings.slash_command,
-        scopes=scopes.describe())
+        "slack_bot_ready",
+        bot_user_id=identity.bot_user_id,
+        team_id=identity.team_id,
+        shared_state=components.redis is not None,
+        command=settings.slash_command,
+        scopes=scopes.describe(),
+    )
     return bot
 
 
-def serve(components: Components, *, port: int = 3000, socket: bool = False,
-          host: str = "0.0.0.0") -> None:
+def serve(components: Components, *, port: int = 3000, socket: bool = False, host: str = "0.0.0.0") -> None:
     """`citebot serve`: HTTP mode on `port`, or Socket Mode; SIGTERM drains work in progress."""
     from bot.slack.serve import run
 
@@ -357,11 +376,13 @@ def serve(components: Components, *, port: int = 3000, socket: bool = False,
     if socket and settings.oauth_enabled():
         raise ConfigError(
             "Socket Mode cannot serve Slack's install pages (/slack/install): unset "
-            "SLACK_CLIENT_ID and SLACK_CLIENT_SECRET, or serve in HTTP mode (docs/slack.md)")
+            "SLACK_CLIENT_ID and SLACK_CLIENT_SECRET, or serve in HTTP mode (docs/slack.md)"
+        )
     if socket and settings.slack_app_token is None:
         raise ConfigError(
             "Socket Mode needs SLACK_APP_TOKEN: create an app-level token with the "
-            "connections:write scope (xapp-…) on the app's Basic Information page")
+            "connections:write scope (xapp-…) on the app's Basic Information page"
+        )
     from bot.admin.setup import admin_for, digest_for
 
     bot = build_bot(components, socket_mode=socket)
@@ -369,9 +390,16 @@ def serve(components: Components, *, port: int = 3000, socket: bool = False,
     if digest is not None:
         digest.start()
     try:
-        run(bot, port=port, host=host, socket=socket, app_token=settings.slack_app_token,
-            probe_port=settings.metrics_port, readiness=components.readiness,
-            admin=admin_for(components))
+        run(
+            bot,
+            port=port,
+            host=host,
+            socket=socket,
+            app_token=settings.slack_app_token,
+            probe_port=settings.metrics_port,
+            readiness=components.readiness,
+            admin=admin_for(components),
+        )
     finally:
         if digest is not None:
             digest.stop()

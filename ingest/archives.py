@@ -60,35 +60,45 @@ def _is_zip(name: str) -> bool:
 
 def _files(z: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
     # macOS's zip tool adds __MACOSX/ (resource forks), never documents.
-    return [i for i in z.infolist()
-            if not i.is_dir() and not _hidden(i.filename) and not i.filename.startswith("__MACOSX/")]
+    return [
+        i for i in z.infolist() if not i.is_dir() and not _hidden(i.filename) and not i.filename.startswith("__MACOSX/")
+    ]
 
 
 def _check(infos: list[zipfile.ZipInfo], where: str) -> None:
     for i in infos:
         if _unsafe(i.filename.rstrip("/")):
-            raise SyncError(f"the archive member {where}{i.filename[:200]!r} would be written outside its "
-                            "folder (an absolute path or '..'): the archive is refused whole")
+            raise SyncError(
+                f"the archive member {where}{i.filename[:200]!r} would be written outside its "
+                "folder (an absolute path or '..'): the archive is refused whole"
+            )
 
 
-def _members(z: zipfile.ZipFile, limits: Limits, opened: list[zipfile.ZipFile]
-             ) -> tuple[list[_Member], list[Skipped]]:
+def _members(z: zipfile.ZipFile, limits: Limits, opened: list[zipfile.ZipFile]) -> tuple[list[_Member], list[Skipped]]:
     """The archive's files, a split export's parts opened (one level); what was not opened."""
     if len(z.infolist()) > MAX_ARCHIVE_MEMBERS:
         raise SyncError(f"the archive has {len(z.infolist()):,} members, over {MAX_ARCHIVE_MEMBERS:,}")
     _check(z.infolist(), "")
     files = _files(z)
     if not files or not all(_is_zip(i.filename) for i in files):
-        skipped = [Skipped(i.filename, "an archive inside the archive (not opened: only an archive of archives, "
-                                       "an export in parts, is)") for i in files if _is_zip(i.filename)]
+        skipped = [
+            Skipped(
+                i.filename,
+                "an archive inside the archive (not opened: only an archive of archives, an export in parts, is)",
+            )
+            for i in files
+            if _is_zip(i.filename)
+        ]
         return [_Member(i.filename, i, z) for i in files if not _is_zip(i.filename)], skipped
     members: list[_Member] = []
     skipped = []
     total = 0
     for part in files:
         if part.file_size > limits.max_bytes:
-            raise SyncError(f"the export's part {part.filename[:200]!r} holds {part.file_size:,} bytes, over the "
-                            f"limit of {limits.max_bytes:,} for one file (CITEBOT_INGEST_MAX_BYTES)")
+            raise SyncError(
+                f"the export's part {part.filename[:200]!r} holds {part.file_size:,} bytes, over the "
+                f"limit of {limits.max_bytes:,} for one file (CITEBOT_INGEST_MAX_BYTES)"
+            )
         with z.open(part) as f:
             data = f.read(limits.max_bytes + 1)
         inner = zipfile.ZipFile(io.BytesIO(data))
@@ -99,8 +109,13 @@ def _members(z: zipfile.ZipFile, limits: Limits, opened: list[zipfile.ZipFile]
         _check(inner.infolist(), f"{part.filename}: ")
         for i in _files(inner):
             if _is_zip(i.filename):
-                skipped.append(Skipped(i.filename, f"an archive inside the part {part.filename} (not opened: "
-                                                   f"archives are opened {MAX_ARCHIVE_NESTING} level deep)"))
+                skipped.append(
+                    Skipped(
+                        i.filename,
+                        f"an archive inside the part {part.filename} (not opened: "
+                        f"archives are opened {MAX_ARCHIVE_NESTING} level deep)",
+                    )
+                )
             else:
                 members.append(_Member(i.filename, i, inner))
     return members, skipped
@@ -117,8 +132,11 @@ def _read(m: _Member, limits: Limits) -> bytes | Skipped:
     if i.file_size > limits.max_bytes:
         return _too_big(m.name, i.file_size, limits)
     if _inflates_too_much(i.file_size, i.compress_size):
-        return Skipped(m.name, f"inflates from {i.compress_size:,} to {i.file_size:,} bytes, over "
-                               f"{MAX_ARCHIVE_RATIO} times its size in the archive (a decompression bomb?)")
+        return Skipped(
+            m.name,
+            f"inflates from {i.compress_size:,} to {i.file_size:,} bytes, over "
+            f"{MAX_ARCHIVE_RATIO} times its size in the archive (a decompression bomb?)",
+        )
     with m.zf.open(i) as member:
         data = member.read(limits.max_bytes + 1)  # a header may lie about the size
     if len(data) > limits.max_bytes:
@@ -145,8 +163,10 @@ def extract_zip(archive: Path, into: Path, limits: Limits = DEFAULT_LIMITS) -> l
                     continue
                 total += len(data)
                 if total > MAX_ARCHIVE_BYTES:
-                    raise SyncError(f"the archive holds over {MAX_ARCHIVE_BYTES:,} bytes extracted, over the "
-                                    "limit for one archive: split the export")
+                    raise SyncError(
+                        f"the archive holds over {MAX_ARCHIVE_BYTES:,} bytes extracted, over the "
+                        "limit for one archive: split the export"
+                    )
                 target = into / staged
                 if target.exists() and target.is_dir():
                     skipped.append(Skipped(name, "both a file and a folder in the archive"))
@@ -154,8 +174,7 @@ def extract_zip(archive: Path, into: Path, limits: Limits = DEFAULT_LIMITS) -> l
                 _clear_conflicts(into, {staged})
                 _write(target, data)
             return skipped
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, ValueError,
-            zlib.error) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, ValueError, zlib.error) as exc:
         raise SyncError(f"the archive cannot be read ({exc}); export it again") from None
     finally:
         for inner in opened:

@@ -100,8 +100,9 @@ def cut_paragraph(text: str, max_chars: int = MAX_CHUNK_CHARS) -> list[str]:
     return pieces
 
 
-def plan_section(tokens: list[int], cfg: ChunkingConfig, chars: list[int] | None = None,
-                 joinable: list[bool] | None = None) -> list[tuple[int, int]]:
+def plan_section(
+    tokens: list[int], cfg: ChunkingConfig, chars: list[int] | None = None, joinable: list[bool] | None = None
+) -> list[tuple[int, int]]:
     """Paragraph index ranges [start, end) of a section's chunks, overlap included.
 
     Chunks aim at an even size (total / count) so a long section does not end in a
@@ -118,8 +119,7 @@ def plan_section(tokens: list[int], cfg: ChunkingConfig, chars: list[int] | None
     def fits(i: int, size_chars: int) -> bool:  # paragraph i may join a chunk of size_chars
         return joinable[i] and size_chars + sep + chars[i] <= cfg.max_chars
 
-    if n == 1 or (total <= cfg.band_max and all(joinable[1:])
-                  and sum(chars) + sep * (n - 1) <= cfg.max_chars):
+    if n == 1 or (total <= cfg.band_max and all(joinable[1:]) and sum(chars) + sep * (n - 1) <= cfg.max_chars):
         return [(0, n)]
     # Expected chunks: each new chunk adds about (band_max - overlap) fresh tokens.
     fresh = max(1, cfg.band_max - cfg.overlap_max // 2)
@@ -152,8 +152,11 @@ def plan_section(tokens: list[int], cfg: ChunkingConfig, chars: list[int] | None
         back = end - 1
         carried = tokens[back]
         carried_chars = chars[back]
-        while (back - 1 > start and carried + tokens[back - 1] <= cfg.overlap_max
-               and carried_chars + sep + chars[back - 1] + sep + chars[end] <= cfg.max_chars):
+        while (
+            back - 1 > start
+            and carried + tokens[back - 1] <= cfg.overlap_max
+            and carried_chars + sep + chars[back - 1] + sep + chars[end] <= cfg.max_chars
+        ):
             back -= 1
             carried += tokens[back]
             carried_chars += sep + chars[back]
@@ -177,8 +180,13 @@ class _Run:
 
     def add(self, other: _Run) -> _Run:
         n = len(self.paras)
-        return _Run(self.sections + other.sections, self.paras + other.paras, self.joinable + other.joinable,
-                    self.tokens + other.tokens, self.starts + [n + s for s in other.starts])
+        return _Run(
+            self.sections + other.sections,
+            self.paras + other.paras,
+            self.joinable + other.joinable,
+            self.tokens + other.tokens,
+            self.starts + [n + s for s in other.starts],
+        )
 
     def chars(self) -> int:
         return sum(len(p.text) for p in self.paras) + len(PARAGRAPH_SEPARATOR) * (len(self.paras) - 1)
@@ -197,11 +205,14 @@ def _run_of(section: Section, count_tokens: Callable[[str], int], cfg: ChunkingC
 def _fits(a: _Run, b: _Run, cfg: ChunkingConfig) -> bool:
     """Whether two runs make one chunk: within band_max tokens and the character cap, no
     cut paragraph, one page, and a heading both sit under."""
-    return (sum(a.tokens) + sum(b.tokens) <= cfg.band_max
-            and a.chars() + len(PARAGRAPH_SEPARATOR) + b.chars() <= cfg.max_chars
-            and all(a.joinable) and all(b.joinable)
-            and len({p.page for p in a.paras + b.paras}) == 1
-            and bool(common_prefix([a.sections[0].heading_path, b.sections[0].heading_path])))
+    return (
+        sum(a.tokens) + sum(b.tokens) <= cfg.band_max
+        and a.chars() + len(PARAGRAPH_SEPARATOR) + b.chars() <= cfg.max_chars
+        and all(a.joinable)
+        and all(b.joinable)
+        and len({p.page for p in a.paras + b.paras}) == 1
+        and bool(common_prefix([a.sections[0].heading_path, b.sections[0].heading_path]))
+    )
 
 
 def _under(child: _Run, parent: _Run) -> bool:
@@ -234,10 +245,7 @@ def _headings(run: _Run, text_starts: list[int]) -> tuple[tuple[str, ...], str |
 
 
 def chunk_document(
-    doc: LoadedDocument,
-    doc_id: str,
-    count_tokens: Callable[[str], int],
-    cfg: ChunkingConfig | None = None,
+    doc: LoadedDocument, doc_id: str, count_tokens: Callable[[str], int], cfg: ChunkingConfig | None = None
 ) -> list[Chunk]:
     """Split a loaded document into chunks in reading order; each carries the document's
     address (as ingest checked it) and its section's anchor (or its sections' own)."""
@@ -258,14 +266,10 @@ def chunk_document(
             group = paras[start:end]
             text = PARAGRAPH_SEPARATOR.join(p.text for p in group)
             shared = prev_end - start if i > 0 else 0
-            overlap_prev = (
-                len(PARAGRAPH_SEPARATOR.join(p.text for p in paras[start:prev_end])) if shared > 0 else 0
-            )
+            overlap_prev = len(PARAGRAPH_SEPARATOR.join(p.text for p in paras[start:prev_end])) if shared > 0 else 0
             if i + 1 < len(plan):
                 nstart = plan[i + 1][0]
-                overlap_next = (
-                    len(PARAGRAPH_SEPARATOR.join(p.text for p in paras[nstart:end])) if nstart < end else 0
-                )
+                overlap_next = len(PARAGRAPH_SEPARATOR.join(p.text for p in paras[nstart:end])) if nstart < end else 0
             else:
                 overlap_next = 0
             ordinal = len(chunks)

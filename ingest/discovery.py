@@ -144,8 +144,10 @@ def _hard_links(files: list[tuple[Path, str, os.stat_result]], folder: Path) -> 
             reason = "hard link to a file outside the ingested folder (not followed)"
         else:
             others = ", ".join(shown(r) for r in sorted(rels))
-            reason = (f"hard link (one file, {len(rels)} names here: {others}): stored under none, as a scope "
-                      "would read it under each; keep one name, or copy it, to ingest it")
+            reason = (
+                f"hard link (one file, {len(rels)} names here: {others}): stored under none, as a scope "
+                "would read it under each; keep one name, or copy it, to ingest it"
+            )
         skipped += [Skipped(rel, reason, folder / rel) for rel in sorted(rels)]
     return skipped
 

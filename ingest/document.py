@@ -41,8 +41,8 @@ class Section:
 # ("DEPRECATED") and 2023 travel policy ("Superseded") outranked their current versions
 # for "Which version of Klaxon…?" (dev a-15).
 _SUPERSEDED = re.compile(
-    r"\b(deprecated|superseded|obsolete|no longer (?:current|valid|in use|in force|maintained))\b",
-    re.IGNORECASE)
+    r"\b(deprecated|superseded|obsolete|no longer (?:current|valid|in use|in force|maintained))\b", re.IGNORECASE
+)
 # How much of the document's opening is read for that notice.
 STATUS_WINDOW_CHARS = 600
 

@@ -37,7 +37,7 @@ MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 # SHA-256 of its weights so a store built with it is stamped with its own name, and a
 # store of one model queried with the other names both (docs/decisions/0038-mpnet-second-model.md).
 KNOWN_MODELS = {
-    "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658": "sentence-transformers/all-mpnet-base-v2",
+    "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658": "sentence-transformers/all-mpnet-base-v2"
 }
 MODEL_WINDOW_TOKENS = 256
 SPECIAL_TOKENS = 2  # [CLS] and [SEP]
@@ -92,9 +92,11 @@ def _torch_model(model_dir: Path, why: str | None, precision: str) -> EncoderMod
     """The torch forward pass (ingest/minilm.py), or sentence-transformers for a folder it
     does not reproduce (`why`); a clear error where torch is not installed."""
     if precision != "fp32":
-        raise ConfigError(f"encoder precision {precision} needs the ONNX Runtime encoder, and "
-                          + (f"{model_dir} is a model it cannot build ({why})" if why else
-                             "the torch encoder was asked for") + ": use precision fp32")
+        raise ConfigError(
+            f"encoder precision {precision} needs the ONNX Runtime encoder, and "
+            + (f"{model_dir} is a model it cannot build ({why})" if why else "the torch encoder was asked for")
+            + ": use precision fp32"
+        )
     import importlib.util
     import json
 
@@ -106,12 +108,13 @@ def _torch_model(model_dir: Path, why: str | None, precision: str) -> EncoderMod
     needs = ("torch", "safetensors") if forward else ("torch", "sentence_transformers")
     missing = [m for m in needs if importlib.util.find_spec(m) is None]
     if missing:
-        need = f"{model_dir} is a model the ONNX builder cannot build ({why}), so it" if why \
-            else "the torch encoder"
-        raise ConfigError(f"{need} runs through torch and sentence-transformers, which are not "
-                          f"installed here (no {', '.join(missing)}): pip install 'citebot[reference]' "
-                          "(or pip install sentence-transformers), or use the bundled model "
-                          "(unset CITEBOT_MODEL_DIR)")
+        need = f"{model_dir} is a model the ONNX builder cannot build ({why}), so it" if why else "the torch encoder"
+        raise ConfigError(
+            f"{need} runs through torch and sentence-transformers, which are not "
+            f"installed here (no {', '.join(missing)}): pip install 'citebot[reference]' "
+            "(or pip install sentence-transformers), or use the bundled model "
+            "(unset CITEBOT_MODEL_DIR)"
+        )
     from ingest.minilm import MiniLM, SentenceTransformersModel
 
     return MiniLM(model_dir) if forward else SentenceTransformersModel(model_dir)
@@ -142,9 +145,16 @@ _PARAGRAPH = re.compile(r"\S(?:.*?\S)?(?=\n[ \t]*\n|\s*\Z)", re.DOTALL)
 class Embedder:
     """Counts tokens, cuts windows and embeds them with all-MiniLM-L6-v2 (on ONNX Runtime)."""
 
-    def __init__(self, model_dir: Path | None = None, name: str | None = None, *,
-                 runtime: str = "onnxruntime", precision: str = "fp32", threads: int = 1,
-                 cache_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        model_dir: Path | None = None,
+        name: str | None = None,
+        *,
+        runtime: str = "onnxruntime",
+        precision: str = "fp32",
+        threads: int = 1,
+        cache_dir: Path | None = None,
+    ) -> None:
         """`runtime` onnxruntime (the default) or torch; `precision` fp32 or int8 (onnxruntime
         only); `threads` the model's intra-op threads on onnxruntime; `cache_dir` where the
         built graphs are kept (default ~/.cache/citebot); `name` the stamp's model name
@@ -177,17 +187,24 @@ class Embedder:
         if self.why_sentence_transformers is None and runtime == "onnxruntime":
             from ingest.onnx_encoder import OnnxModel
 
-            self.model = OnnxModel(self.model_dir, checksum, precision=precision, threads=threads,
-                                   cache_dir=cache_dir)
+            self.model = OnnxModel(self.model_dir, checksum, precision=precision, threads=threads, cache_dir=cache_dir)
         else:
             self.model = _torch_model(self.model_dir, self.why_sentence_transformers, precision)
         st_config = self.model_dir / "sentence_bert_config.json"
-        seq = json.loads(st_config.read_text()).get("max_seq_length", MODEL_WINDOW_TOKENS) \
-            if st_config.exists() else MODEL_WINDOW_TOKENS
+        seq = (
+            json.loads(st_config.read_text()).get("max_seq_length", MODEL_WINDOW_TOKENS)
+            if st_config.exists()
+            else MODEL_WINDOW_TOKENS
+        )
         self.max_tokens = min(int(seq), MODEL_WINDOW_TOKENS) - SPECIAL_TOKENS
         name = name or KNOWN_MODELS.get(checksum, MODEL_NAME)
-        self.stamp = ModelStamp(name=name, dims=self.model.width, checksum=checksum,
-                                runtime=self.model.runtime, precision=self.model.precision)
+        self.stamp = ModelStamp(
+            name=name,
+            dims=self.model.width,
+            checksum=checksum,
+            runtime=self.model.runtime,
+            precision=self.model.precision,
+        )
 
     # -- tokens ---------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
@@ -262,8 +279,9 @@ class Embedder:
             paths = [chunk.heading_path, *(s.heading_path for s in chunk.sections)]
             prefix_tokens = max(self.count_tokens(p) if p else 0 for p in map(self._prefix, paths))
             for i, span in enumerate(self.paragraph_windows(chunk.text, prefix_tokens)):
-                prefix = self._prefix(chunk.headings_between(span.start, span.end) if chunk.sections
-                                      else chunk.heading_path)
+                prefix = self._prefix(
+                    chunk.headings_between(span.start, span.end) if chunk.sections else chunk.heading_path
+                )
                 pieces.append((chunk, i, span, prefix + chunk.text[span.start : span.end]))
         ids = self._ids([p[3] for p in pieces]) if pieces else []
         return [WindowJob(c.chunk_id, i, span, t, text) for (c, i, span, text), t in zip(pieces, ids)]
@@ -282,7 +300,8 @@ class Embedder:
                 out = self.model.encode([ids[i] for i in sel])
             if out.ndim != 2 or out.shape[1] != self.stamp.dims:
                 raise DimensionError(
-                    f"the model returned vectors of shape {out.shape}, expected width {self.stamp.dims}")
+                    f"the model returned vectors of shape {out.shape}, expected width {self.stamp.dims}"
+                )
             vectors[sel] = out
         return vectors
 

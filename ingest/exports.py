@@ -56,8 +56,9 @@ def _unreadable(name: str) -> Skipped | None:
     suffix = PurePosixPath(name).suffix.lower()
     if suffix in FORMATS:
         return None
-    return Skipped(name, f"an attachment of a format citebot does not read ({suffix or 'no extension'}); "
-                         "left out of the export")
+    return Skipped(
+        name, f"an attachment of a format citebot does not read ({suffix or 'no extension'}); left out of the export"
+    )
 
 
 def _confluence_root(names: list[str]) -> str | None:
@@ -75,8 +76,9 @@ def _confluence_root(names: list[str]) -> str | None:
 
 def _notion_ids(names: list[str]) -> int:
     """How many Markdown and CSV files are named with a Notion id."""
-    return sum(1 for n in names if PurePosixPath(n).suffix.lower() in (".md", ".csv")
-               and _NOTION.match(PurePosixPath(n).stem))
+    return sum(
+        1 for n in names if PurePosixPath(n).suffix.lower() in (".md", ".csv") and _NOTION.match(PurePosixPath(n).stem)
+    )
 
 
 def plan(names: list[str]) -> ExportPlan:
@@ -96,10 +98,15 @@ def plan(names: list[str]) -> ExportPlan:
 def _plan_confluence(names: list[str], root: str) -> ExportPlan:
     p = ExportPlan("confluence")
     for n in names:
-        rel = n[len(root):] if n.startswith(root) else None
+        rel = n[len(root) :] if n.startswith(root) else None
         if rel == "index.html":
-            p.skipped.append(Skipped(n, "the index page of the Confluence export (the space's details and its page "
-                                        "tree: navigation, no text of its own)"))
+            p.skipped.append(
+                Skipped(
+                    n,
+                    "the index page of the Confluence export (the space's details and its page "
+                    "tree: navigation, no text of its own)",
+                )
+            )
         elif rel is not None and rel.startswith(("styles/", "images/", "attachments/thumbnails/")):
             p.skipped.append(Skipped(n, "the Confluence export's style sheets, icons and thumbnails"))
         elif (s := _unreadable(n)) is not None and rel is not None and rel.startswith("attachments/"):
@@ -111,8 +118,11 @@ def _plan_confluence(names: list[str], root: str) -> ExportPlan:
 
 def _clean(segment: str, is_file: bool) -> tuple[str, str | None, bool]:
     """(the name without its Notion id, the id or None, whether it is a database's _all CSV)."""
-    stem, suffix = (segment[: -len(PurePosixPath(segment).suffix)], PurePosixPath(segment).suffix) \
-        if is_file and PurePosixPath(segment).suffix else (segment, "")
+    stem, suffix = (
+        (segment[: -len(PurePosixPath(segment).suffix)], PurePosixPath(segment).suffix)
+        if is_file and PurePosixPath(segment).suffix
+        else (segment, "")
+    )
     m = _NOTION.match(stem)
     if not m or (m.group("all") and suffix.lower() != ".csv"):
         return segment, None, False
@@ -123,13 +133,16 @@ def _clean(segment: str, is_file: bool) -> tuple[str, str | None, bool]:
 def _plan_notion(names: list[str]) -> ExportPlan:
     p = ExportPlan("notion")
     tops = {n.split("/", 1)[0] for n in names}
-    wrapper = next(iter(tops)) + "/" if len(tops) == 1 and _NOTION_WRAPPER.match(next(iter(tops))) \
-        and all("/" in n for n in names) else ""
+    wrapper = (
+        next(iter(tops)) + "/"
+        if len(tops) == 1 and _NOTION_WRAPPER.match(next(iter(tops))) and all("/" in n for n in names)
+        else ""
+    )
     # Every folder and file of the export, by its parent folder: siblings' clean names are
     # compared, files with files and folders with folders.
     children: dict[str, set[tuple[str, bool]]] = defaultdict(set)
     for n in names:
-        parts = n[len(wrapper):].split("/")
+        parts = n[len(wrapper) :].split("/")
         for i, part in enumerate(parts):
             children["/".join(parts[:i])].add((part, i == len(parts) - 1))
     cleaned: dict[tuple[str, str, bool], str] = {}
@@ -139,22 +152,32 @@ def _plan_notion(names: list[str]) -> ExportPlan:
         for (_seg, f), (_name, ident, complete) in clean.items():
             if f and complete and ident:
                 full_csv.add((parent, ident))
-        taken = Counter((name, f) for (seg, f), (name, ident, complete) in clean.items()
-                        if not (f and ident and not complete and (parent, ident) in full_csv
-                                and seg.lower().endswith(".csv")))
+        taken = Counter(
+            (name, f)
+            for (seg, f), (name, ident, complete) in clean.items()
+            if not (f and ident and not complete and (parent, ident) in full_csv and seg.lower().endswith(".csv"))
+        )
         for (seg, f), (name, ident, _complete) in clean.items():
             if ident and taken[(name, f)] > 1:
-                stem, suffix = (name[: -len(PurePosixPath(name).suffix)], PurePosixPath(name).suffix) \
-                    if f and PurePosixPath(name).suffix else (name, "")
+                stem, suffix = (
+                    (name[: -len(PurePosixPath(name).suffix)], PurePosixPath(name).suffix)
+                    if f and PurePosixPath(name).suffix
+                    else (name, "")
+                )
                 name = f"{stem} ({ident[:SHORT_ID]}){suffix}"
             cleaned[(parent, seg, f)] = name
     for n in names:
-        parts = n[len(wrapper):].split("/")
+        parts = n[len(wrapper) :].split("/")
         parent = "/".join(parts[:-1])
         name, ident, complete = _clean(parts[-1], True)
         if ident and not complete and parts[-1].lower().endswith(".csv") and (parent, ident) in full_csv:
-            p.skipped.append(Skipped(n, f"the rows one view of the database shows; all of its rows are in "
-                                        f"{PurePosixPath(parts[-1]).stem}_all.csv, staged as {name}"))
+            p.skipped.append(
+                Skipped(
+                    n,
+                    f"the rows one view of the database shows; all of its rows are in "
+                    f"{PurePosixPath(parts[-1]).stem}_all.csv, staged as {name}",
+                )
+            )
             continue
         if (s := _unreadable(n)) is not None:
             p.skipped.append(s)

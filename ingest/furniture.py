@@ -21,8 +21,9 @@ from collections import Counter, defaultdict
 from pathlib import PurePosixPath
 
 # ARIA landmark roles that are never the page's own text.
-FURNITURE_ROLES = frozenset({"navigation", "banner", "contentinfo", "complementary", "search",
-                             "menubar", "menu", "toolbar"})
+FURNITURE_ROLES = frozenset(
+    {"navigation", "banner", "contentinfo", "complementary", "search", "menubar", "menu", "toolbar"}
+)
 # Elements that are furniture wherever they stand (form controls are not text either).
 FURNITURE_TAGS = frozenset({"nav", "select", "button", "textarea"})
 # Landmarks that are furniture only at page level: inside an article, main or section
@@ -34,64 +35,200 @@ CONTENT_TAGS = frozenset({"article", "main", "section"})
 CONTENT_ROLES = frozenset({"main", "article"})
 
 # Class and id names of furniture, compared as whole tokens, case-insensitively.
-FURNITURE_NAMES = frozenset({
-    # generic, hand-written sites and most themes
-    "nav", "navbar", "navigation", "topnav", "top-nav", "bottomnav", "bottom-nav", "subnav",
-    "sub-nav", "sidenav", "side-nav", "nav-list", "navlist", "sub-nav-list", "subnavlist",
-    "breadcrumb", "breadcrumbs", "skip", "skip-link", "skiplink", "skip-links", "skip-nav",
-    "skipnav", "skip-to-content", "skiptocontent", "pagination", "pager", "prev-next",
-    "prevnext", "page-nav", "footer-nav", "menu", "mainmenu", "submenu", "menubar", "toc",
-    "table-of-contents", "tableofcontents", "page-toc", "local-toc", "localtoc", "toctitle",
-    "searchbox", "search-box", "searchform", "search-form", "searchmenu", "edit-link",
-    "editlink", "edit-this-page", "edit-page", "back-to-top", "backtotop", "to-top",
-    "headerlink", "permalink", "anchor-link", "anchorjs-link", "hash-link", "header-anchor",
-    # Sphinx (basic, alabaster, sphinx13, Read the Docs, pydata, furo themes)
-    "related", "sphinxsidebar", "sphinxsidebarwrapper", "toctree-wrapper", "viewcode-link",
-    "viewcode-back", "rst-footer-buttons", "rst-versions", "wy-nav-side", "wy-nav-top",
-    "wy-breadcrumbs", "wy-side-nav-search", "bd-header", "bd-sidebar", "bd-sidebar-primary",
-    "bd-sidebar-secondary", "bd-footer", "prev-next-area", "prev-next-footer",
-    "sidebar-drawer", "toc-drawer", "related-pages", "mobile-header", "view-this-page",
-    # DocBook XSL and Publican
-    "navheader", "navfooter", "docnav", "list-of-tables", "list-of-figures",
-    "list-of-examples", "list-of-procedures", "list-of-equations",
-    # mdBook
-    "menu-bar", "nav-wrapper", "nav-wide-wrapper", "nav-chapters", "mobile-nav-chapters",
-    "sidebar-scrollbox", "left-buttons", "right-buttons",
-    # rustdoc: the "since 1.4.0 · source" stamp beside every item of an API page (its
-    # text became 7-character chunks, 476 of a 10,060-chunk rust-doc selection), the sticker
-    # above the old book's pages (59 chunks of "Rust 1.63.0" alone) and the top-right bar
-    "rightside", "out-of-band", "since", "srclink", "versioninfo",
-    # and the label of a toggle that is open ("Expand description", in 124 chunks)
-    "hideme",
-    # Javadoc (current and pre-JDK 9 names)
-    "skip-navbar-top", "navbar-top", "navbar-bottom", "nav-list-search", "legal-copy",
-    "legalcopy", "navbarcell1", "navbarcell1rev", "fixednav",
-    # sqlite.org: the author marks what the site's own search leaves out
-    "nosearch", "tagline", "fancy_toc",
-    # MkDocs Material, Docusaurus, Docsy, Doxygen, MediaWiki
-    "md-header", "md-sidebar", "md-footer", "md-tabs", "md-nav", "md-source",
-    "pagination-nav", "theme-doc-sidebar-container", "theme-doc-breadcrumbs",
-    "theme-edit-this-page", "theme-doc-toc-desktop", "theme-doc-toc-mobile", "td-sidebar",
-    "td-sidebar-toc", "td-page-meta", "navpath", "navrow", "mw-editsection",
-    "mw-jump-link", "mw-navigation", "mw-panel", "printfooter", "catlinks",
-})
+FURNITURE_NAMES = frozenset(
+    {
+        # generic, hand-written sites and most themes
+        "nav",
+        "navbar",
+        "navigation",
+        "topnav",
+        "top-nav",
+        "bottomnav",
+        "bottom-nav",
+        "subnav",
+        "sub-nav",
+        "sidenav",
+        "side-nav",
+        "nav-list",
+        "navlist",
+        "sub-nav-list",
+        "subnavlist",
+        "breadcrumb",
+        "breadcrumbs",
+        "skip",
+        "skip-link",
+        "skiplink",
+        "skip-links",
+        "skip-nav",
+        "skipnav",
+        "skip-to-content",
+        "skiptocontent",
+        "pagination",
+        "pager",
+        "prev-next",
+        "prevnext",
+        "page-nav",
+        "footer-nav",
+        "menu",
+        "mainmenu",
+        "submenu",
+        "menubar",
+        "toc",
+        "table-of-contents",
+        "tableofcontents",
+        "page-toc",
+        "local-toc",
+        "localtoc",
+        "toctitle",
+        "searchbox",
+        "search-box",
+        "searchform",
+        "search-form",
+        "searchmenu",
+        "edit-link",
+        "editlink",
+        "edit-this-page",
+        "edit-page",
+        "back-to-top",
+        "backtotop",
+        "to-top",
+        "headerlink",
+        "permalink",
+        "anchor-link",
+        "anchorjs-link",
+        "hash-link",
+        "header-anchor",
+        # Sphinx (basic, alabaster, sphinx13, Read the Docs, pydata, furo themes)
+        "related",
+        "sphinxsidebar",
+        "sphinxsidebarwrapper",
+        "toctree-wrapper",
+        "viewcode-link",
+        "viewcode-back",
+        "rst-footer-buttons",
+        "rst-versions",
+        "wy-nav-side",
+        "wy-nav-top",
+        "wy-breadcrumbs",
+        "wy-side-nav-search",
+        "bd-header",
+        "bd-sidebar",
+        "bd-sidebar-primary",
+        "bd-sidebar-secondary",
+        "bd-footer",
+        "prev-next-area",
+        "prev-next-footer",
+        "sidebar-drawer",
+        "toc-drawer",
+        "related-pages",
+        "mobile-header",
+        "view-this-page",
+        # DocBook XSL and Publican
+        "navheader",
+        "navfooter",
+        "docnav",
+        "list-of-tables",
+        "list-of-figures",
+        "list-of-examples",
+        "list-of-procedures",
+        "list-of-equations",
+        # mdBook
+        "menu-bar",
+        "nav-wrapper",
+        "nav-wide-wrapper",
+        "nav-chapters",
+        "mobile-nav-chapters",
+        "sidebar-scrollbox",
+        "left-buttons",
+        "right-buttons",
+        # rustdoc: the "since 1.4.0 · source" stamp beside every item of an API page (its
+        # text became 7-character chunks, 476 of a 10,060-chunk rust-doc selection), the sticker
+        # above the old book's pages (59 chunks of "Rust 1.63.0" alone) and the top-right bar
+        "rightside",
+        "out-of-band",
+        "since",
+        "srclink",
+        "versioninfo",
+        # and the label of a toggle that is open ("Expand description", in 124 chunks)
+        "hideme",
+        # Javadoc (current and pre-JDK 9 names)
+        "skip-navbar-top",
+        "navbar-top",
+        "navbar-bottom",
+        "nav-list-search",
+        "legal-copy",
+        "legalcopy",
+        "navbarcell1",
+        "navbarcell1rev",
+        "fixednav",
+        # sqlite.org: the author marks what the site's own search leaves out
+        "nosearch",
+        "tagline",
+        "fancy_toc",
+        # MkDocs Material, Docusaurus, Docsy, Doxygen, MediaWiki
+        "md-header",
+        "md-sidebar",
+        "md-footer",
+        "md-tabs",
+        "md-nav",
+        "md-source",
+        "pagination-nav",
+        "theme-doc-sidebar-container",
+        "theme-doc-breadcrumbs",
+        "theme-edit-this-page",
+        "theme-doc-toc-desktop",
+        "theme-doc-toc-mobile",
+        "td-sidebar",
+        "td-sidebar-toc",
+        "td-page-meta",
+        "navpath",
+        "navrow",
+        "mw-editsection",
+        "mw-jump-link",
+        "mw-navigation",
+        "mw-panel",
+        "printfooter",
+        "catlinks",
+    }
+)
 # Names that are furniture only at page level (see PAGE_LEVEL_TAGS): AsciiDoc's
 # id="footer" and Sphinx's "footer" close the page, but an article may have its own.
 # Not "sidebar": DocBook and Publican render a <sidebar> (tips, cautions, "going further"
 # boxes) as <div class="sidebar"> in the page's flow, outside any article element, and
 # it is the book's text; a site's navigation sidebar repeats on every page, which the
 # repetition rule catches, or carries role="complementary".
-PAGE_LEVEL_NAMES = frozenset({"footer", "pageheader", "site-header", "site-footer",
-                              "page-footer", "masthead"})
+PAGE_LEVEL_NAMES = frozenset({"footer", "pageheader", "site-header", "site-footer", "page-footer", "masthead"})
 
 # Link texts that are navigation, after arrows and brackets are stripped.
-NAV_WORDS = frozenset({
-    "prev", "previous", "next", "up", "home", "top", "back", "contents", "table of contents",
-    "index", "start", "first", "last", "previous page", "next page", "previous topic",
-    "next topic", "previous chapter", "next chapter", "back to top", "go to top", "toc",
-})
-NAV_RELS = frozenset({"prev", "previous", "next", "up", "home", "contents", "index", "start",
-                      "first", "last", "top", "toc"})
+NAV_WORDS = frozenset(
+    {
+        "prev",
+        "previous",
+        "next",
+        "up",
+        "home",
+        "top",
+        "back",
+        "contents",
+        "table of contents",
+        "index",
+        "start",
+        "first",
+        "last",
+        "previous page",
+        "next page",
+        "previous topic",
+        "next topic",
+        "previous chapter",
+        "next chapter",
+        "back to top",
+        "go to top",
+        "toc",
+    }
+)
+NAV_RELS = frozenset(
+    {"prev", "previous", "next", "up", "home", "contents", "index", "start", "first", "last", "top", "toc"}
+)
 # accesskey values DocBook and Publican give their Prev/Up/Home/Next links.
 NAV_ACCESSKEYS = frozenset({"p", "n", "u", "h"})
 # An inline link that is a marker, not text: permalink glyphs, edit and source links.
@@ -99,7 +236,8 @@ MARKER_LINK = re.compile(
     r"^(?:[¶#§🔗⚓]+|\[?(?:edit|edit source|source|docs|permalink)\]?|edit (?:this page|on \w+)"
     r"|view (?:page )?source|show source|improve this page|suggest an edit"
     r"|read more(?:\.\.\.|…)?)$",  # rustdoc's after every summary (4,250 rust-doc chunks)
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 MARKER_TITLE = re.compile(r"^(?:permalink|permanent link|link to this|direct link)", re.IGNORECASE)
 SKIP_LINK = re.compile(r"^(?:skip|jump) to\b", re.IGNORECASE)
 _ARROWS = "«»‹›<>←→↑↓⇐⇒◀▶◄►⏮⏭|[]()·•:–—-"
@@ -110,7 +248,9 @@ BREADCRUMB_SEPARATOR = re.compile(r"[»›>→/]")
 # stamp of when the page was built, never the page's subject.
 PAGE_STAMP = re.compile(
     r"^(?:this page |page )?(?:was )?last (?:updated|modified|changed|edited|generated|built)\b"
-    r"[^.]{0,60}\d", re.IGNORECASE)
+    r"[^.]{0,60}\d",
+    re.IGNORECASE,
+)
 PAGE_STAMP_MAX_WORDS = 15
 
 
@@ -159,8 +299,7 @@ def repeated_blocks(pages: dict[str, list[str]]) -> dict[str, set[str]]:
     `pages` maps each page's source (its path relative to the ingested folder) to its
     paragraph texts in reading order; a paragraph counts once per page.
     """
-    frames = {source: set(paras[:FRAME_PARAGRAPHS]) | set(paras[-FRAME_PARAGRAPHS:])
-              for source, paras in pages.items()}
+    frames = {source: set(paras[:FRAME_PARAGRAPHS]) | set(paras[-FRAME_PARAGRAPHS:]) for source, paras in pages.items()}
     scopes: dict[tuple[str, bool], list[str]] = defaultdict(list)
     for source in pages:
         folder = str(PurePosixPath(source).parent)

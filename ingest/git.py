@@ -52,38 +52,61 @@ def blob_id(data: bytes) -> str:
 
 def _env(token: str | None, user: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_CONFIG_")}
-    env.update(GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="", SSH_ASKPASS="", LC_ALL="C",
-               GIT_SSH_COMMAND=env.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"))
+    env.update(
+        GIT_TERMINAL_PROMPT="0",
+        GIT_ASKPASS="",
+        SSH_ASKPASS="",
+        LC_ALL="C",
+        GIT_SSH_COMMAND=env.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"),
+    )
     if token:
         basic = base64.b64encode(f"{user}:{token}".encode()).decode()
-        env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="http.extraHeader",
-                   GIT_CONFIG_VALUE_0=f"Authorization: Basic {basic}")
+        env.update(
+            GIT_CONFIG_COUNT="1",
+            GIT_CONFIG_KEY_0="http.extraHeader",
+            GIT_CONFIG_VALUE_0=f"Authorization: Basic {basic}",
+        )
     return env
 
 
-def run(args: list[str], *, cwd: Path | None = None, token: str | None = None, user: str = "x-access-token",
-        timeout: float = GIT_TIMEOUT_S, shown: str = "") -> bytes:
+def run(
+    args: list[str],
+    *,
+    cwd: Path | None = None,
+    token: str | None = None,
+    user: str = "x-access-token",
+    timeout: float = GIT_TIMEOUT_S,
+    shown: str = "",
+) -> bytes:
     """Run `git ARGS`; its stdout, or GitError with git's own last line."""
     what = shown or " ".join(args[:2])
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, env=_env(token, user), capture_output=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=_env(token, user),
+            capture_output=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
     except FileNotFoundError:
         raise GitError("git is not installed: install git to sync git sources") from None
     except subprocess.TimeoutExpired:
         raise GitError(f"git {what} took over {timeout:.0f} s and was stopped") from None
     if proc.returncode != 0:
         lines = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
-        reason = next((ln for ln in reversed(lines) if ln.startswith(("fatal:", "error:"))),
-                      lines[-1] if lines else f"exit status {proc.returncode}")
+        reason = next(
+            (ln for ln in reversed(lines) if ln.startswith(("fatal:", "error:"))),
+            lines[-1] if lines else f"exit status {proc.returncode}",
+        )
         if token:
             reason, what = reason.replace(token, "***"), what.replace(token, "***")
         raise GitError(f"git {what} failed: {reason}")
     return proc.stdout
 
 
-def fetch(repo: Path, url: str, branch: str | None, *, token: str | None = None,
-          user: str = "x-access-token") -> str:
+def fetch(repo: Path, url: str, branch: str | None, *, token: str | None = None, user: str = "x-access-token") -> str:
     """Clone once (a bare repository at `repo`), fetch the branch (the remote's default when
     None) and return its commit."""
     if not (repo / "HEAD").exists():
@@ -92,8 +115,13 @@ def fetch(repo: Path, url: str, branch: str | None, *, token: str | None = None,
     ref = f"refs/heads/{branch}" if branch else "HEAD"
     # --force: a force-pushed branch is fetched as it is now; the URL is given each time so
     # nothing of it (or a token) is kept in the repository's config.
-    run(["fetch", "--quiet", "--force", "--no-tags", "--no-recurse-submodules", "--", url, ref],
-        cwd=repo, token=token, user=user, shown=f"fetch {redact_url(url)} {branch or '(default branch)'}")
+    run(
+        ["fetch", "--quiet", "--force", "--no-tags", "--no-recurse-submodules", "--", url, ref],
+        cwd=repo,
+        token=token,
+        user=user,
+        shown=f"fetch {redact_url(url)} {branch or '(default branch)'}",
+    )
     return run(["rev-parse", "--verify", "FETCH_HEAD^{commit}"], cwd=repo).decode().strip()
 
 
@@ -109,7 +137,7 @@ def entries(repo: Path, commit: str, sub: str) -> list[Entry]:
         meta, _tab, raw = record.partition(b"\t")
         mode, _type, sha, size = meta.decode().split()
         path = raw.decode("utf-8", "surrogateescape")
-        out.append(Entry(mode, sha, int(size) if size.isdigit() else None, path[len(sub) + 1:] if sub else path))
+        out.append(Entry(mode, sha, int(size) if size.isdigit() else None, path[len(sub) + 1 :] if sub else path))
     return out
 
 
@@ -117,8 +145,14 @@ def blobs(repo: Path, shas: list[str]) -> Iterator[tuple[str, bytes]]:
     """The contents of these blobs, read through one `git cat-file --batch`."""
     if not shas:
         return
-    with subprocess.Popen(["git", "cat-file", "--batch"], cwd=repo, env=_env(None, ""), stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+    with subprocess.Popen(
+        ["git", "cat-file", "--batch"],
+        cwd=repo,
+        env=_env(None, ""),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
         assert proc.stdin is not None and proc.stdout is not None
         try:
             for sha in shas:

@@ -124,8 +124,9 @@ def _open(path: os.PathLike[str] | str, at: FoundAt | None, flags: int) -> int:
         os.close(fd)
 
 
-def read_file(path: os.PathLike[str] | str, source: str, limits: Limits = DEFAULT_LIMITS,
-              at: FoundAt | None = None) -> tuple[bytes, tuple[int, int, int]]:
+def read_file(
+    path: os.PathLike[str] | str, source: str, limits: Limits = DEFAULT_LIMITS, at: FoundAt | None = None
+) -> tuple[bytes, tuple[int, int, int]]:
     """The bytes of a regular file, read once, and its stamp; IngestError says why not.
 
     Refused unread: anything but a regular file (a FIFO would block the read forever, a
@@ -141,19 +142,22 @@ def read_file(path: os.PathLike[str] | str, source: str, limits: Limits = DEFAUL
         fd = _open(path, at, flags)
     except OSError as exc:
         if at is not None and exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise IngestError(f"{source}: replaced by a symbolic link since it was found (not followed); "
-                              "the stored version, if any, is kept") from exc
+            raise IngestError(
+                f"{source}: replaced by a symbolic link since it was found (not followed); "
+                "the stored version, if any, is kept"
+            ) from exc
         raise IngestError(f"{source}: unreadable ({exc.strerror or exc})") from exc
     try:
         before = os.fstat(fd)
         if at is not None and (before.st_dev, before.st_ino) != (at.device, at.inode):
-            raise IngestError(f"{source}: replaced by another file since it was found (not read); "
-                              "the stored version, if any, is kept: ingest again")
+            raise IngestError(
+                f"{source}: replaced by another file since it was found (not read); "
+                "the stored version, if any, is kept: ingest again"
+            )
         if not stat.S_ISREG(before.st_mode):
             raise IngestError(f"{source}: not a regular file (a FIFO, socket or device); left out")
         if before.st_size > limits.max_bytes:
-            raise over(f"{source}: file of", f"{before.st_size:,} bytes", limits.max_bytes,
-                       "CITEBOT_INGEST_MAX_BYTES")
+            raise over(f"{source}: file of", f"{before.st_size:,} bytes", limits.max_bytes, "CITEBOT_INGEST_MAX_BYTES")
         os.set_blocking(fd, True)
         parts: list[bytes] = []
         left = limits.max_bytes + 1
@@ -170,9 +174,15 @@ def read_file(path: os.PathLike[str] | str, source: str, limits: Limits = DEFAUL
     finally:
         os.close(fd)
     if len(data) > limits.max_bytes:
-        raise over(f"{source}: file grew while read, past", f"{limits.max_bytes:,} bytes", limits.max_bytes,
-                   "CITEBOT_INGEST_MAX_BYTES")
+        raise over(
+            f"{source}: file grew while read, past",
+            f"{limits.max_bytes:,} bytes",
+            limits.max_bytes,
+            "CITEBOT_INGEST_MAX_BYTES",
+        )
     if _stamp(before) != _stamp(after) or len(data) != after.st_size:
-        raise IngestError(f"{source}: changed while it was read (it is being written); "
-                          "the stored version, if any, is kept: ingest again once it is saved")
+        raise IngestError(
+            f"{source}: changed while it was read (it is being written); "
+            "the stored version, if any, is kept: ingest again once it is saved"
+        )
     return data, _stamp(after)

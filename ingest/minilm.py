@@ -31,6 +31,7 @@ from search.errors import ConfigError
 
 __all__ = ["MiniLM", "SentenceTransformersModel", "unsupported"]
 
+
 def _padded(ids: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     """Token ids padded to the longest sequence of the call, and the mask of real tokens."""
     tokens = torch.zeros((len(ids), max(len(s) for s in ids)), dtype=torch.long)
@@ -52,11 +53,16 @@ class SentenceTransformersModel:
         from sentence_transformers import SentenceTransformer
 
         self.st = SentenceTransformer(str(model_dir), device="cpu")
-        dims = self.st.get_embedding_dimension() if hasattr(self.st, "get_embedding_dimension") \
+        dims = (
+            self.st.get_embedding_dimension()
+            if hasattr(self.st, "get_embedding_dimension")
             else self.st.get_sentence_embedding_dimension()
+        )
         if dims is None:
-            raise ConfigError(f"the model in {model_dir} does not say its embedding width: "
-                              "give CITEBOT_MODEL_DIR a sentence-transformers model folder")
+            raise ConfigError(
+                f"the model in {model_dir} does not say its embedding width: "
+                "give CITEBOT_MODEL_DIR a sentence-transformers model folder"
+            )
         self.width = int(dims)
 
     @torch.inference_mode()
@@ -78,8 +84,11 @@ class MiniLM:
         from safetensors.torch import load_file
 
         config = json.loads((model_dir / "config.json").read_text())
-        if (config.get("model_type") != "bert" or config.get("hidden_act") != "gelu"
-                or config.get("position_embedding_type", "absolute") != "absolute"):
+        if (
+            config.get("model_type") != "bert"
+            or config.get("hidden_act") != "gelu"
+            or config.get("position_embedding_type", "absolute") != "absolute"
+        ):
             raise ValueError(f"{model_dir}: not a BERT model with absolute positions and GELU")
         self.heads = int(config["num_attention_heads"])
         self.width = int(config["hidden_size"])
@@ -95,14 +104,22 @@ class MiniLM:
             # Query, key and value as one matrix: one matmul instead of three.
             qkv_w = torch.cat([w[p + f"attention.self.{n}.weight"] for n in ("query", "key", "value")])
             qkv_b = torch.cat([w[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")])
-            self.layers.append((
-                qkv_w, qkv_b,
-                w[p + "attention.output.dense.weight"], w[p + "attention.output.dense.bias"],
-                w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"],
-                w[p + "intermediate.dense.weight"], w[p + "intermediate.dense.bias"],
-                w[p + "output.dense.weight"], w[p + "output.dense.bias"],
-                w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"],
-            ))
+            self.layers.append(
+                (
+                    qkv_w,
+                    qkv_b,
+                    w[p + "attention.output.dense.weight"],
+                    w[p + "attention.output.dense.bias"],
+                    w[p + "attention.output.LayerNorm.weight"],
+                    w[p + "attention.output.LayerNorm.bias"],
+                    w[p + "intermediate.dense.weight"],
+                    w[p + "intermediate.dense.bias"],
+                    w[p + "output.dense.weight"],
+                    w[p + "output.dense.bias"],
+                    w[p + "output.LayerNorm.weight"],
+                    w[p + "output.LayerNorm.bias"],
+                )
+            )
 
     @torch.inference_mode()
     def encode(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
@@ -114,7 +131,7 @@ class MiniLM:
         x = F.layer_norm(x, (self.width,), *self.emb_norm, self.eps)
         head = self.width // self.heads
         attend = mask[:, None, None, :]  # padding is never attended to
-        for (qkv_w, qkv_b, o_w, o_b, n1_w, n1_b, i_w, i_b, out_w, out_b, n2_w, n2_b) in self.layers:
+        for qkv_w, qkv_b, o_w, o_b, n1_w, n1_b, i_w, i_b, out_w, out_b, n2_w, n2_b in self.layers:
             qkv = F.linear(x, qkv_w, qkv_b).view(n, length, 3, self.heads, head).permute(2, 0, 3, 1, 4)
             context = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], attn_mask=attend)
             context = context.transpose(1, 2).reshape(n, length, self.width)

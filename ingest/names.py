@@ -49,5 +49,7 @@ def name_refusal(name: str) -> str | None:
     if unicodedata.category(bad) == "Cs":
         return f"the name {shown(name)} is not UTF-8 (a store holds UTF-8 names only); rename it to ingest it"
     label = unicodedata.name(bad, "a control character").lower()
-    return (f"the name {shown(name)} holds U+{ord(bad):04X} ({label}), which would forge or disguise "
-            "the source shown with an answer; rename it to ingest it")
+    return (
+        f"the name {shown(name)} holds U+{ord(bad):04X} ({label}), which would forge or disguise "
+        "the source shown with an answer; rename it to ingest it"
+    )

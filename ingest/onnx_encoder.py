@@ -67,8 +67,10 @@ def ensure_graph(model_dir: Path, checksum: str, precision: str, cache_dir: Path
     if precision not in PRECISIONS:
         raise ConfigError(f"encoder precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     if precision == "int8" and _model_type(model_dir) == "mpnet":
-        raise ConfigError(f"{model_dir}: int8 is not available for MPNet models (all-mpnet-base-v2's int8 "
-                          "vectors sat at a cosine of 0.15 to its own): use CITEBOT_ENCODER_PRECISION=fp32")
+        raise ConfigError(
+            f"{model_dir}: int8 is not available for MPNet models (all-mpnet-base-v2's int8 "
+            "vectors sat at a cosine of 0.15 to its own): use CITEBOT_ENCODER_PRECISION=fp32"
+        )
     path = graph_path(cache_dir, checksum, precision)
     if path.exists():
         return path
@@ -79,11 +81,12 @@ def ensure_graph(model_dir: Path, checksum: str, precision: str, cache_dir: Path
             model = build_graph(model_dir)
             _write_atomically(path, lambda tmp: onnx.save_model(model, str(tmp)))
         else:
-            _write_atomically(path, lambda tmp: _quantise(
-                ensure_graph(model_dir, checksum, "fp32", cache_dir), tmp))
+            _write_atomically(path, lambda tmp: _quantise(ensure_graph(model_dir, checksum, "fp32", cache_dir), tmp))
     except OSError as exc:
-        raise ConfigError(f"cannot write the encoder graph {path} ({exc.strerror or exc}): "
-                          "set CITEBOT_CACHE to a folder citebot can write") from None
+        raise ConfigError(
+            f"cannot write the encoder graph {path} ({exc.strerror or exc}): "
+            "set CITEBOT_CACHE to a folder citebot can write"
+        ) from None
     return path
 
 
@@ -112,8 +115,14 @@ def _quantise(fp32: Path, out: Path) -> None:
     level = root.level
     root.setLevel(logging.ERROR)  # it advises "pre-processing" on the root logger, every time
     try:
-        quantize_dynamic(fp32, out, weight_type=QuantType.QInt8, per_channel=True,
-                         op_types_to_quantize=["MatMul"], nodes_to_quantize=nodes)
+        quantize_dynamic(
+            fp32,
+            out,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul"],
+            nodes_to_quantize=nodes,
+        )
     finally:
         root.setLevel(level)
 
@@ -140,8 +149,15 @@ class OnnxModel:
 
     runtime = RUNTIME
 
-    def __init__(self, model_dir: Path, checksum: str, *, precision: str = "fp32",
-                 threads: int = 1, cache_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        model_dir: Path,
+        checksum: str,
+        *,
+        precision: str = "fp32",
+        threads: int = 1,
+        cache_dir: Path | None = None,
+    ) -> None:
         import json
 
         if threads < 1:
@@ -160,8 +176,9 @@ class OnnxModel:
             try:
                 self.session = _session(self.path, threads)
             except Exception as exc:  # noqa: BLE001  # (as above)
-                raise ConfigError(f"the encoder graph {self.path}, built from {model_dir}, "
-                                  f"does not load in onnxruntime: {exc}") from None
+                raise ConfigError(
+                    f"the encoder graph {self.path}, built from {model_dir}, does not load in onnxruntime: {exc}"
+                ) from None
 
     def encode(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
         """Unit vectors, one per token-id sequence ([CLS] and [SEP] included), padded here

@@ -43,16 +43,21 @@ MASKED_SCORE = -1e9
 
 # The sentence-transformers modules this graph (and ingest/minilm.py) reproduces, in order
 # (Normalize is optional: vectors are always unit length here, as citebot always asked for).
-SUPPORTED_MODULES = ["sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",
-                     "sentence_transformers.models.Normalize"]
+SUPPORTED_MODULES = [
+    "sentence_transformers.models.Transformer",
+    "sentence_transformers.models.Pooling",
+    "sentence_transformers.models.Normalize",
+]
 
 # The attention weights of each architecture, by role: (query, key, value), output, and
 # the LayerNorm after the attention.
 _ATTENTION = {
-    "bert": (("attention.self.query", "attention.self.key", "attention.self.value"),
-             "attention.output.dense", "attention.output.LayerNorm"),
-    "mpnet": (("attention.attn.q", "attention.attn.k", "attention.attn.v"),
-              "attention.attn.o", "attention.LayerNorm"),
+    "bert": (
+        ("attention.self.query", "attention.self.key", "attention.self.value"),
+        "attention.output.dense",
+        "attention.output.LayerNorm",
+    ),
+    "mpnet": (("attention.attn.q", "attention.attn.k", "attention.attn.v"), "attention.attn.o", "attention.LayerNorm"),
 }
 # MPNet's relative-position buckets: half for each direction, exact up to 8 tokens apart,
 # logarithmic up to 128 (HF transformers' MPNetEncoder.relative_position_bucket).
@@ -74,8 +79,11 @@ def unsupported(model_dir: Path) -> str | None:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return f"cannot read its configuration ({exc})"
     kind = config.get("model_type")
-    if kind not in _ATTENTION or config.get("hidden_act") != "gelu" or (
-            kind == "bert" and config.get("position_embedding_type", "absolute") != "absolute"):
+    if (
+        kind not in _ATTENTION
+        or config.get("hidden_act") != "gelu"
+        or (kind == "bert" and config.get("position_embedding_type", "absolute") != "absolute")
+    ):
         return "not a BERT model with absolute positions and GELU, nor an MPNet with GELU"
     types = [m.get("type") for m in modules]
     if types not in (SUPPORTED_MODULES, SUPPORTED_MODULES[:2]):
@@ -108,8 +116,9 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
         if dtype is None:
             raise ValueError(f"{path}: tensor {name} has dtype {info['dtype']}, which the builder does not read")
         start, end = info["data_offsets"]
-        array = np.frombuffer(data, dtype=dtype, count=(end - start) // np.dtype(dtype).itemsize,
-                              offset=base + start).reshape(info["shape"])
+        array = np.frombuffer(
+            data, dtype=dtype, count=(end - start) // np.dtype(dtype).itemsize, offset=base + start
+        ).reshape(info["shape"])
         out[name.removeprefix("bert.").removeprefix("mpnet.")] = array.astype(np.float32) if dtype == "<f2" else array
     return out
 
@@ -144,12 +153,17 @@ class _Graph:
         return self.op("Add", self.op("MatMul", x, w), self.const(bias.astype(np.float32), name + ".bias"))
 
     def layer_norm(self, x: str, w: dict[str, np.ndarray], name: str, eps: float) -> str:
-        return self.op("LayerNormalization", x, self.const(w[name + ".weight"], name + ".weight"),
-                       self.const(w[name + ".bias"], name + ".bias"), axis=-1, epsilon=eps)
+        return self.op(
+            "LayerNormalization",
+            x,
+            self.const(w[name + ".weight"], name + ".weight"),
+            self.const(w[name + ".bias"], name + ".bias"),
+            axis=-1,
+            epsilon=eps,
+        )
 
 
-def relative_position_buckets(length: int, num_buckets: int = 32,
-                              max_distance: int = MPNET_MAX_DISTANCE) -> np.ndarray:
+def relative_position_buckets(length: int, num_buckets: int = 32, max_distance: int = MPNET_MAX_DISTANCE) -> np.ndarray:
     """MPNet's bucket of each (query i, key j) pair, [length, length] int64, as transformers
     computes it: keys before the query in the first half, after it in the second; distances
     under num_buckets/4 exact, longer ones log-spaced up to max_distance. The logarithm in
@@ -160,8 +174,11 @@ def relative_position_buckets(length: int, num_buckets: int = 32,
     n = np.abs(n)
     exact = half // 2
     with np.errstate(divide="ignore"):
-        scaled = (np.log(n.astype(np.float32) / np.float32(exact)) / np.float32(math.log(max_distance / exact))
-                  * np.float32(half - exact))
+        scaled = (
+            np.log(n.astype(np.float32) / np.float32(exact))
+            / np.float32(math.log(max_distance / exact))
+            * np.float32(half - exact)
+        )
     large = np.minimum(exact + np.where(n < exact, 0, scaled).astype(np.int64), half - 1)
     return out + np.where(n < exact, n, large)
 
@@ -192,8 +209,13 @@ def build_graph(model_dir: Path) -> onnx.ModelProto:
     else:
         positions = w["embeddings.position_embeddings.weight"] + w["embeddings.token_type_embeddings.weight"][0]
     length = g.op("Slice", g.op("Shape", ids), g.const(np.array([1], np.int64)), g.const(np.array([2], np.int64)))
-    pos = g.op("Slice", g.const(positions.astype(np.float32), "position_embeddings"),
-               g.const(np.array([0], np.int64)), length, g.const(np.array([0], np.int64)))
+    pos = g.op(
+        "Slice",
+        g.const(positions.astype(np.float32), "position_embeddings"),
+        g.const(np.array([0], np.int64)),
+        length,
+        g.const(np.array([0], np.int64)),
+    )
     x = g.layer_norm(g.op("Add", words, pos), w, "embeddings.LayerNorm", eps)
 
     # The mask as float [batch, 1, 1, tokens]: 0 for real tokens, MASKED_SCORE for padding.
@@ -205,10 +227,16 @@ def build_graph(model_dir: Path) -> onnx.ModelProto:
         # MPNet's relative position bias, [heads, L, L], the top-left corner of the bucket
         # table for the longest sequence its positions allow, looked up once for all layers.
         table = relative_position_buckets(len(positions), int(config.get("relative_attention_num_buckets", 32)))
-        corner = g.op("Slice", g.const(table, "relative_position_buckets"), g.const(np.zeros(2, np.int64)),
-                      g.op("Concat", length, length, axis=0), g.const(np.array([0, 1], np.int64)))
-        relative = g.op("Gather", g.const(w["encoder.relative_attention_bias.weight"], "relative_attention_bias"),
-                        corner, axis=0)
+        corner = g.op(
+            "Slice",
+            g.const(table, "relative_position_buckets"),
+            g.const(np.zeros(2, np.int64)),
+            g.op("Concat", length, length, axis=0),
+            g.const(np.array([0, 1], np.int64)),
+        )
+        relative = g.op(
+            "Gather", g.const(w["encoder.relative_attention_bias.weight"], "relative_attention_bias"), corner, axis=0
+        )
         bias = g.op("Add", bias, g.op("Transpose", relative, perm=[2, 0, 1]))
     split_heads = g.const(np.array([0, 0, heads, head], np.int64))  # 0: keep that dimension
     merge_heads = g.const(np.array([0, 0, width], np.int64))
@@ -221,19 +249,27 @@ def build_graph(model_dir: Path) -> onnx.ModelProto:
         qkv_b = np.concatenate([w[p + n + ".bias"] for n in qkv_names])
         qkv = g.linear(x, qkv_w, qkv_b, p + "attention.self.qkv")
         q, k, v = (f"{qkv}_{n}" for n in "qkv")
-        g.nodes.append(helper.make_node("Split", [qkv, g.const(np.array([width] * 3, np.int64))],
-                                        [q, k, v], name=qkv + "_split", axis=-1))
+        g.nodes.append(
+            helper.make_node(
+                "Split", [qkv, g.const(np.array([width] * 3, np.int64))], [q, k, v], name=qkv + "_split", axis=-1
+            )
+        )
         q = g.op("Transpose", g.op("Reshape", q, split_heads), perm=[0, 2, 1, 3])
         k = g.op("Transpose", g.op("Reshape", k, split_heads), perm=[0, 2, 3, 1])
         v = g.op("Transpose", g.op("Reshape", v, split_heads), perm=[0, 2, 1, 3])
         scores = g.op("Add", g.op("Mul", g.op("MatMul", q, k), scale), bias)
         context = g.op("MatMul", g.op("Softmax", scores, axis=-1), v)
         context = g.op("Reshape", g.op("Transpose", context, perm=[0, 2, 1, 3]), merge_heads)
-        attended = g.linear(context, w[p + output_name + ".weight"],  # (named as BERT's: int8 finds it)
-                            w[p + output_name + ".bias"], p + "attention.output.dense")
+        attended = g.linear(
+            context,
+            w[p + output_name + ".weight"],  # (named as BERT's: int8 finds it)
+            w[p + output_name + ".bias"],
+            p + "attention.output.dense",
+        )
         x = g.layer_norm(g.op("Add", attended, x), w, p + norm_name, eps)
-        inner = g.linear(x, w[p + "intermediate.dense.weight"], w[p + "intermediate.dense.bias"],
-                         p + "intermediate.dense")
+        inner = g.linear(
+            x, w[p + "intermediate.dense.weight"], w[p + "intermediate.dense.bias"], p + "intermediate.dense"
+        )
         # GELU as BERT defines it, with erf: 0.5 x (1 + erf(x / sqrt 2)).
         erf = g.op("Erf", g.op("Div", inner, g.const(np.array(np.sqrt(2.0), np.float32))))
         inner = g.op("Mul", g.op("Mul", inner, g.op("Add", erf, one)), g.const(np.array(0.5, np.float32)))
@@ -250,13 +286,21 @@ def build_graph(model_dir: Path) -> onnx.ModelProto:
     g.nodes.append(helper.make_node("Div", [pooled, norm], ["embedding"], name="embedding"))
 
     graph = helper.make_graph(
-        g.nodes, "citebot-encoder",
-        [helper.make_tensor_value_info(ids, TensorProto.INT64, ["batch", "tokens"]),
-         helper.make_tensor_value_info(mask, TensorProto.INT64, ["batch", "tokens"])],
+        g.nodes,
+        "citebot-encoder",
+        [
+            helper.make_tensor_value_info(ids, TensorProto.INT64, ["batch", "tokens"]),
+            helper.make_tensor_value_info(mask, TensorProto.INT64, ["batch", "tokens"]),
+        ],
         [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", width])],
-        g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="citebot", producer_version=str(BUILDER_VERSION))
+        g.inits,
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="citebot",
+        producer_version=str(BUILDER_VERSION),
+    )
     model.ir_version = 8  # the IR of opset 17, which every ONNX Runtime since 1.13 reads
     checker.check_model(model)
     return model
@@ -270,5 +314,10 @@ def quantisable_matmuls(model: onnx.ModelProto) -> list[str]:
     it quantised the worst cosine on the reference fixture's windows, in the ingest's
     batches, was 0.986, without it 0.9965 (docs/decisions/0030-onnx-runtime-encoder.md)."""
     weights = {i.name for i in model.graph.initializer}
-    return [n.name for n in model.graph.node if n.op_type == "MatMul" and n.input[1] in weights
-            and re.search(r"\.attention\.(self\.qkv|output\.dense)\.weight$", n.input[1])]
+    return [
+        n.name
+        for n in model.graph.node
+        if n.op_type == "MatMul"
+        and n.input[1] in weights
+        and re.search(r"\.attention\.(self\.qkv|output\.dense)\.weight$", n.input[1])
+    ]

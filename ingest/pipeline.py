@@ -89,12 +89,14 @@ class IngestSummary:
 
     def as_json(self) -> dict:
         return {
-            "documents": self.documents, "unchanged": self.unchanged, "deleted": self.deleted,
-            "chunks": self.chunks, "skipped": [{"source": s.source, "reason": s.reason} for s in self.skipped],
+            "documents": self.documents,
+            "unchanged": self.unchanged,
+            "deleted": self.deleted,
+            "chunks": self.chunks,
+            "skipped": [{"source": s.source, "reason": s.reason} for s in self.skipped],
             "warnings": [{"source": w.source, "reason": w.reason} for w in self.warnings],
             "seconds": round(self.seconds, 3),
         }
-
 
 
 def _name(found: list[Found], stored: dict[str, str]) -> list[Found]:
@@ -125,16 +127,26 @@ def _claims(found: list[Found], stored: dict[str, tuple[str, Path]]) -> tuple[li
         if f.location in locations:
             continue
         if f.source in taken and taken[f.source] != f.location:
-            refused.append(Skipped(f.source, f"another file of this run has the same name ({taken[f.source]}); "
-                                             "ingest their common folder instead"))
+            refused.append(
+                Skipped(
+                    f.source,
+                    f"another file of this run has the same name ({taken[f.source]}); "
+                    "ingest their common folder instead",
+                )
+            )
             continue
         if f.source in stored:
             _h, origin = stored[f.source]
             other = origin / f.source
             if other != f.location and other.exists():
-                refused.append(Skipped(f.source, f"the store already holds this name from another folder "
-                                                 f"({origin}); ingest this folder into a store of its own "
-                                                 "(CITEBOT_STORE or CITEBOT_INDEX)"))
+                refused.append(
+                    Skipped(
+                        f.source,
+                        f"the store already holds this name from another folder "
+                        f"({origin}); ingest this folder into a store of its own "
+                        "(CITEBOT_STORE or CITEBOT_INDEX)",
+                    )
+                )
                 continue
         taken[f.source] = f.location
         locations.add(f.location)
@@ -143,8 +155,11 @@ def _claims(found: list[Found], stored: dict[str, tuple[str, Path]]) -> tuple[li
 
 
 def prepare(
-    paths: Iterable[Path], stored: dict[str, str] | None = None, within: Path | None = None,
-    limits: Limits = DEFAULT_LIMITS, warned: list[IngestWarning] | None = None,
+    paths: Iterable[Path],
+    stored: dict[str, str] | None = None,
+    within: Path | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    warned: list[IngestWarning] | None = None,
 ) -> tuple[list[Read], list[Skipped], dict[str, set[str]]]:
     """Discover, name, read and judge furniture: everything before chunking, no store writes."""
     paths = [Path(p) for p in paths]
@@ -182,7 +197,6 @@ def load_collection(paths: Iterable[Path]) -> tuple[list[LoadedDocument], list[S
 POOL_WINDOWS = 512
 # Documents chunked and tokenised ahead of the model by the producer thread, at most.
 READ_AHEAD_DOCS = 64
-
 
 
 def _planned(reads: list[Read], plan, stop: threading.Event) -> Iterator[Planned]:
@@ -251,9 +265,18 @@ def ingest(
     One run at a time per embedded store: a second is refused (IngestLockedError).
     """
     with store.ingest_lock():
-        return _ingest(paths, store, embedder, chunking=chunking, progress=progress, within=within,
-                       limits=limits, source_url=source_url, commit_links=commit_links,
-                       calibrate=calibrate)
+        return _ingest(
+            paths,
+            store,
+            embedder,
+            chunking=chunking,
+            progress=progress,
+            within=within,
+            limits=limits,
+            source_url=source_url,
+            commit_links=commit_links,
+            calibrate=calibrate,
+        )
 
 
 def _ingest(
@@ -278,7 +301,11 @@ def _ingest(
     reads, skipped, furniture = prepare(paths, stored, within, limits, summary.warnings)
     summary.skipped = skipped
     show = sys.stderr.isatty() if progress is None else progress
-    bar = Progress(files=len(reads), chars=sum(chars_to_write(r, furniture, stored, source_url, commit_links) for r in reads), enabled=show)
+    bar = Progress(
+        files=len(reads),
+        chars=sum(chars_to_write(r, furniture, stored, source_url, commit_links) for r in reads),
+        enabled=show,
+    )
     pool: list[Planned] = []
 
     stages = summary.stages
@@ -297,8 +324,13 @@ def _ingest(
             if file_stamp(p.path) != p.stamp:
                 # Saved again while it was chunked and embedded: what was read is no longer
                 # the file, so nothing is written and the stored version (if any) stays.
-                summary.skipped.append(Skipped(p.record.source, "changed while it was being ingested; the stored "
-                                                                "version, if any, is kept: ingest again once it is saved"))
+                summary.skipped.append(
+                    Skipped(
+                        p.record.source,
+                        "changed while it was being ingested; the stored "
+                        "version, if any, is kept: ingest again once it is saved",
+                    )
+                )
                 bar.advance(files=1, chars=p.chars)
                 continue
             store.replace_document(p.record, p.chunks, done)
@@ -359,8 +391,9 @@ def recalibrate(store: Store, embedder: IngestEmbedder, *, changed: bool) -> Non
         calibration.calibrate(store, embedder.encode_texts)
 
 
-def _delete_gone(store: Store, paths: list[Path], reads: list[Read], skipped: list[Skipped],
-                 known: dict[str, tuple[str, Path]]) -> int:
+def _delete_gone(
+    store: Store, paths: list[Path], reads: list[Read], skipped: list[Skipped], known: dict[str, tuple[str, Path]]
+) -> int:
     """Delete documents of the ingested folders whose files are gone, old names of files renamed,
     and what was stored under a name that is a link now."""
     folders = [p.resolve() for p in paths if p.is_dir()]
@@ -374,8 +407,12 @@ def _delete_gone(store: Store, paths: list[Path], reads: list[Read], skipped: li
             gone.append(source)
         elif location in now and now[location] != source:
             gone.append(source)  # the same file, stored under an older name
-        elif (source not in kept and source not in now.values()
-              and any(inside(location, f) for f in folders) and not location.exists()):
+        elif (
+            source not in kept
+            and source not in now.values()
+            and any(inside(location, f) for f in folders)
+            and not location.exists()
+        ):
             gone.append(source)
     if gone:
         store.delete_documents(gone)

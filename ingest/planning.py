@@ -36,7 +36,6 @@ def parse_fingerprint(stored: str) -> tuple[str, Path]:
     return content_hash, Path(origin) if at else Path.cwd().resolve()
 
 
-
 def without(doc: LoadedDocument, blocks: set[str]) -> LoadedDocument:
     """The document with these paragraphs left out (sections left empty are dropped)."""
     sections = [replace(s, paragraphs=[p for p in s.paragraphs if p.text not in blocks]) for s in doc.sections]
@@ -109,7 +108,6 @@ def furniture_of(reads: list[Read], walked: set[Path], limits: Limits = DEFAULT_
     return out
 
 
-
 @dataclass
 class Planned:
     """One document ready to embed: its record, chunks and window jobs; or what to count."""
@@ -133,8 +131,9 @@ def _content_hash(r: Read, removed: set[str]) -> str:
     return hashlib.sha256((r.content_hash + "\x00" + "\x00".join(sorted(removed))).encode()).hexdigest()
 
 
-def _linked(r: Read, removed: set[str], source_url: str | None, commit_links: CommitLinks | None = None,
-            ) -> tuple[str, LoadedDocument | None, str | None]:
+def _linked(
+    r: Read, removed: set[str], source_url: str | None, commit_links: CommitLinks | None = None
+) -> tuple[str, LoadedDocument | None, str | None]:
     """The hash a stored fingerprint is compared with (the file's, the repeated paragraphs
     left out, the document's address and anchors), the document with its address checked,
     and why its address was left out (None when it is fine)."""
@@ -151,8 +150,13 @@ def _linked(r: Read, removed: set[str], source_url: str | None, commit_links: Co
     return with_links(content_hash, linked), linked, problem
 
 
-def chars_to_write(r: Read, furniture: dict[str, set[str]], stored: dict[str, str],
-              source_url: str | None, commit_links: CommitLinks | None = None) -> int:
+def chars_to_write(
+    r: Read,
+    furniture: dict[str, set[str]],
+    stored: dict[str, str],
+    source_url: str | None,
+    commit_links: CommitLinks | None = None,
+) -> int:
     """Characters of the file's text when it will be embedded (changed or new), else 0."""
     removed = furniture.get(r.found.source, set())
     content_hash, linked, _problem = _linked(r, removed, source_url, commit_links)
@@ -161,9 +165,15 @@ def chars_to_write(r: Read, furniture: dict[str, set[str]], stored: dict[str, st
     return sum(len(p) for p in paragraphs(linked) if p not in removed)
 
 
-def plan_document(r: Read, furniture: dict[str, set[str]], stored: dict[str, str], embedder: IngestEmbedder,
-          chunking: ChunkingConfig | None, source_url: str | None,
-          commit_links: CommitLinks | None = None) -> Planned:
+def plan_document(
+    r: Read,
+    furniture: dict[str, set[str]],
+    stored: dict[str, str],
+    embedder: IngestEmbedder,
+    chunking: ChunkingConfig | None,
+    source_url: str | None,
+    commit_links: CommitLinks | None = None,
+) -> Planned:
     """Chunk one read file and tokenise its windows (no model call, no store write)."""
     f = r.found
     removed = furniture.get(f.source, set())
@@ -178,6 +188,12 @@ def plan_document(r: Read, furniture: dict[str, set[str]], stored: dict[str, str
     doc_id = doc_id_for(f.source)
     chunks = chunk_document(doc, doc_id, embedder.count_tokens, chunking)
     record = DocumentRecord(doc_id, f.source, fingerprint(content_hash, f.origin), doc.title, doc.format)
-    return Planned(record, chunks, embedder.plan(chunks), chars=sum(len(p) for p in paragraphs(doc)),
-                    warning=warning, path=f.path, stamp=r.stamp)
-
+    return Planned(
+        record,
+        chunks,
+        embedder.plan(chunks),
+        chars=sum(len(p) for p in paragraphs(doc)),
+        warning=warning,
+        path=f.path,
+        stamp=r.stamp,
+    )

@@ -41,8 +41,9 @@ def format_duration(seconds: float | None) -> str:
 class Progress:
     """Counts what an ingest has done and draws it; a no-op when disabled."""
 
-    def __init__(self, files: int, chars: int, *, enabled: bool, stream: TextIO | None = None,
-                 clock=time.monotonic) -> None:
+    def __init__(
+        self, files: int, chars: int, *, enabled: bool, stream: TextIO | None = None, clock=time.monotonic
+    ) -> None:
         self.files_total, self.chars_total = files, chars
         self.files = self.chunks = self.windows = self.chars = 0
         self.enabled = enabled
@@ -61,15 +62,16 @@ class Progress:
             self._draw()
 
     def _counts(self) -> str:
-        return (f"ingest {self.files}/{self.files_total} files · {self.chunks:,} chunks · "
-                f"{self.windows:,} windows")
+        return f"ingest {self.files}/{self.files_total} files · {self.chunks:,} chunks · {self.windows:,} windows"
 
     def line(self) -> str:
         elapsed = self._clock() - self._started
         rate = self.windows / elapsed if elapsed > 0 else 0.0
         eta = eta_seconds(self.chars, self.chars_total, elapsed)
-        return (f"{self._counts()} · {rate:.1f} windows/s · "
-                f"ETA {format_duration(eta) if self.chars < self.chars_total else '0s'}")
+        return (
+            f"{self._counts()} · {rate:.1f} windows/s · "
+            f"ETA {format_duration(eta) if self.chars < self.chars_total else '0s'}"
+        )
 
     def _draw(self, text: str | None = None) -> None:
         text = self.line() if text is None else text

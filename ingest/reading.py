@@ -75,8 +75,13 @@ def library_warnings(source: str, warned: list[IngestWarning] | None = None) -> 
         if warned is not None and messages:
             first = " ".join(messages[0].split())
             first = first if len(first) <= 120 else first[:119] + "…"
-            warned.append(IngestWarning(source, f"{len(messages)} library warning(s) while reading, the first: "
-                                         f"{first!r} (all in the log at debug level)"))
+            warned.append(
+                IngestWarning(
+                    source,
+                    f"{len(messages)} library warning(s) while reading, the first: "
+                    f"{first!r} (all in the log at debug level)",
+                )
+            )
 
 
 @dataclass
@@ -87,8 +92,12 @@ class Read:
     stamp: tuple[int, int, int] | None = None  # (size, mtime, inode) when it was read
 
 
-def read_found(f: Found, stored: dict[str, tuple[str, Path]], limits: Limits = DEFAULT_LIMITS,
-          warned: list[IngestWarning] | None = None) -> Read:
+def read_found(
+    f: Found,
+    stored: dict[str, tuple[str, Path]],
+    limits: Limits = DEFAULT_LIMITS,
+    warned: list[IngestWarning] | None = None,
+) -> Read:
     """Read a file once, hash it, and load it when it changed; text formats always, for the
     repetition rule."""
     if not f.path.exists():

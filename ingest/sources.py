@@ -36,8 +36,11 @@ from search.config import read_setting_file, redact_url
 from search.errors import ConfigError
 
 KINDS = ("git", "folder", "archive")
-_KEYS = {"git": {"git", "branch", "path", "token_env", "token_user", "link"},
-         "folder": {"folder"}, "archive": {"archive"}}
+_KEYS = {
+    "git": {"git", "branch", "path", "token_env", "token_user", "link"},
+    "folder": {"folder"},
+    "archive": {"archive"},
+}
 # A source name is one path segment a scope glob and a citation read plainly: letters,
 # digits, "-", "_" and "." (not first), at most 64 characters: no "/", "..", space,
 # glob character or leading dot (a hidden folder) (docs/decisions/0035-sources-and-sync.md).
@@ -108,11 +111,15 @@ def load_sources(path: Path) -> list[Source]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"bad setting: CITEBOT_SOURCES: {path} is not valid TOML: {exc}; fix that "
-                          "line (strings need quotes, tables look like [sources.handbook])") from None
+        raise ConfigError(
+            f"bad setting: CITEBOT_SOURCES: {path} is not valid TOML: {exc}; fix that "
+            "line (strings need quotes, tables look like [sources.handbook])"
+        ) from None
     except RecursionError:
-        raise ConfigError(f"bad setting: CITEBOT_SOURCES: {path} nests too deeply to read; "
-                          "fix: one [sources.NAME] table per source, with plain keys") from None
+        raise ConfigError(
+            f"bad setting: CITEBOT_SOURCES: {path} nests too deeply to read; "
+            "fix: one [sources.NAME] table per source, with plain keys"
+        ) from None
     return _Parser(path, text).parse(data)
 
 
@@ -126,7 +133,7 @@ class _Parser:
         for n, line in enumerate(self.lines, 1):
             m = _HEADER.match(line)
             if m:
-                current = ".".join(p.strip().strip('"\'') for p in m.group(1).split("."))
+                current = ".".join(p.strip().strip("\"'") for p in m.group(1).split("."))
                 if key is None and current == table:
                     return n
                 continue
@@ -142,21 +149,33 @@ class _Parser:
     def parse(self, data: dict[str, Any]) -> list[Source]:
         extra = sorted(k for k in data if k != "sources")
         if extra:
-            raise ConfigError(f"bad setting: CITEBOT_SOURCES: {self.path}: unknown table or key "
-                              f"{extra[0]!r}; fix: put each source in a [sources.NAME] table")
+            raise ConfigError(
+                f"bad setting: CITEBOT_SOURCES: {self.path}: unknown table or key "
+                f"{extra[0]!r}; fix: put each source in a [sources.NAME] table"
+            )
         tables = data.get("sources")
         if not isinstance(tables, dict) or not tables:
-            raise ConfigError(f"bad setting: CITEBOT_SOURCES: {self.path} names no source; fix: add "
-                              '[sources.handbook] with git = "https://…", folder = "/path" or archive = "/path.zip"')
+            raise ConfigError(
+                f"bad setting: CITEBOT_SOURCES: {self.path} names no source; fix: add "
+                '[sources.handbook] with git = "https://…", folder = "/path" or archive = "/path.zip"'
+            )
         out = []
         for name, table in tables.items():
             where = f"sources.{name}"
             if not _NAME.match(name):
-                raise self.fail(where, None, f"the name {name!r} is not a plain path segment",
-                                "use letters, digits, '-', '_' or '.', not first, up to 64 characters")
+                raise self.fail(
+                    where,
+                    None,
+                    f"the name {name!r} is not a plain path segment",
+                    "use letters, digits, '-', '_' or '.', not first, up to 64 characters",
+                )
             if not isinstance(table, dict):
-                raise self.fail(where, None, "is a value, not a table",
-                                f'write [sources.{name}] on its own line and the keys below it')
+                raise self.fail(
+                    where,
+                    None,
+                    "is a value, not a table",
+                    f"write [sources.{name}] on its own line and the keys below it",
+                )
             out.append(self.source(name, table))
         return out
 
@@ -173,40 +192,69 @@ class _Parser:
         kinds = [k for k in KINDS if k in table]
         if len(kinds) != 1:
             problem = "names no kind" if not kinds else f"names {' and '.join(kinds)}"
-            raise self.fail(where, None, problem, "give exactly one of git = \"URL or path\", "
-                            "folder = \"/path\", archive = \"/path/export.zip\"")
+            raise self.fail(
+                where,
+                None,
+                problem,
+                'give exactly one of git = "URL or path", folder = "/path", archive = "/path/export.zip"',
+            )
         kind = kinds[0]
         unknown = sorted(set(table) - _KEYS[kind])
         if unknown:
-            raise self.fail(where, unknown[0], f"unknown key {unknown[0]!r} for a {kind} source",
-                            f"use only {', '.join(sorted(_KEYS[kind]))}")
+            raise self.fail(
+                where,
+                unknown[0],
+                f"unknown key {unknown[0]!r} for a {kind} source",
+                f"use only {', '.join(sorted(_KEYS[kind]))}",
+            )
         location = self.text(where, table, kind) or ""
         if kind == "archive" and not location.lower().endswith(".zip"):
             raise self.fail(where, kind, f"{location!r} is not a .zip file", "export the space as a .zip")
         if kind != "git":
             return Source(name, kind, location)
         if "@" in location.split("://", 1)[-1].split("/", 1)[0] and "://" in location:
-            raise self.fail(where, "git", f"the URL {redact_url(location)!r} carries credentials",
-                            'take them out and set token_env = "VARIABLE" naming where the token is')
+            raise self.fail(
+                where,
+                "git",
+                f"the URL {redact_url(location)!r} carries credentials",
+                'take them out and set token_env = "VARIABLE" naming where the token is',
+            )
         branch = self.text(where, table, "branch")
         if branch is not None and not _BRANCH.match(branch):
             raise self.fail(where, "branch", f"{branch!r} is not a branch name", 'e.g. branch = "main"')
         sub = (self.text(where, table, "path") or "").strip("/")
         if sub and (sub.startswith("-") or any(p in ("", ".", "..") for p in sub.split("/")) or ":" in sub):
-            raise self.fail(where, "path", f"{sub!r} is not a folder of the repository",
-                            'a relative folder without "..", e.g. path = "content"')
+            raise self.fail(
+                where,
+                "path",
+                f"{sub!r} is not a folder of the repository",
+                'a relative folder without "..", e.g. path = "content"',
+            )
         token_env = self.text(where, table, "token_env")
         if token_env is not None and not _ENV.match(token_env):
-            raise self.fail(where, "token_env", f"{token_env!r} is not an environment variable name",
-                            'name the variable, not the token: token_env = "HANDBOOK_TOKEN"')
+            raise self.fail(
+                where,
+                "token_env",
+                f"{token_env!r} is not an environment variable name",
+                'name the variable, not the token: token_env = "HANDBOOK_TOKEN"',
+            )
         if token_env is not None and not location.startswith("https://"):
-            raise self.fail(where, "token_env", "a token is sent over https only",
-                            "use the repository's https:// URL, or drop token_env")
+            raise self.fail(
+                where,
+                "token_env",
+                "a token is sent over https only",
+                "use the repository's https:// URL, or drop token_env",
+            )
         token_user = self.text(where, table, "token_user") or "x-access-token"
         link = self.text(where, table, "link")
-        if link is not None and (not link.startswith(("https://", "http://")) or "{path}" not in link
-                                 or "{commit}" not in link):
-            raise self.fail(where, "link", f"{link!r} is not a link template",
-                            'an http(s) address with {commit} and {path}, e.g. '
-                            '"https://git.example.com/org/repo/src/{commit}/{path}"')
+        if link is not None and (
+            not link.startswith(("https://", "http://")) or "{path}" not in link or "{commit}" not in link
+        ):
+            raise self.fail(
+                where,
+                "link",
+                f"{link!r} is not a link template",
+                "an http(s) address with {commit} and {path}, e.g. "
+                '"https://git.example.com/org/repo/src/{commit}/{path}"',
+            )
         return Source(name, kind, location, branch, sub, token_env, token_user, link or forge_link(location))

@@ -50,8 +50,9 @@ class SyncError(CitebotError):
 
 
 def _too_big(name: str, size: int, limits: Limits) -> Skipped:
-    return Skipped(name, f"{size:,} bytes, over the limit of {limits.max_bytes:,} for one file "
-                         "(CITEBOT_INGEST_MAX_BYTES)")
+    return Skipped(
+        name, f"{size:,} bytes, over the limit of {limits.max_bytes:,} for one file (CITEBOT_INGEST_MAX_BYTES)"
+    )
 
 
 def _unsafe(path: str) -> bool:
@@ -101,14 +102,16 @@ def _clear_conflicts(docs: Path, paths: set[str]) -> None:
                 p.unlink()
 
 
-def stage_git(source: Source, root: Path, token: str | None, limits: Limits = DEFAULT_LIMITS
-              ) -> tuple[str, list[Skipped]]:
+def stage_git(
+    source: Source, root: Path, token: str | None, limits: Limits = DEFAULT_LIMITS
+) -> tuple[str, list[Skipped]]:
     """Fetch the source's branch and stage its files; (the commit, what was skipped)."""
     repo, docs = root / ".repo", root / source.name
     commit = git.fetch(repo, source.location, source.branch, token=token, user=source.token_user)
     if not git.has_folder(repo, commit, source.path):
-        raise SyncError(f"the commit {commit[:12]} has no folder {source.path!r} (the source's path); "
-                        "fix path in CITEBOT_SOURCES")
+        raise SyncError(
+            f"the commit {commit[:12]} has no folder {source.path!r} (the source's path); fix path in CITEBOT_SOURCES"
+        )
     skipped: list[Skipped] = []
     files: dict[str, str] = {}
     for e in git.entries(repo, commit, source.path):
@@ -116,8 +119,13 @@ def stage_git(source: Source, root: Path, token: str | None, limits: Limits = DE
         if _hidden(e.path):
             continue
         if e.mode == "160000":
-            skipped.append(Skipped(name, f"submodule (another repository, at {e.sha[:12]}; not fetched): "
-                                         "add that repository as a source of its own to ingest it"))
+            skipped.append(
+                Skipped(
+                    name,
+                    f"submodule (another repository, at {e.sha[:12]}; not fetched): "
+                    "add that repository as a source of its own to ingest it",
+                )
+            )
         elif e.mode == "120000":
             skipped.append(Skipped(name, "symbolic link (not followed: a file is stored under its own name only)"))
         elif _unsafe(e.path):
@@ -127,8 +135,9 @@ def stage_git(source: Source, root: Path, token: str | None, limits: Limits = DE
         else:
             files[e.path] = e.sha
     if len(files) > MAX_ARCHIVE_MEMBERS:
-        raise SyncError(f"the commit has {len(files):,} files, over {MAX_ARCHIVE_MEMBERS:,}; "
-                        "set path to the folder of documents")
+        raise SyncError(
+            f"the commit has {len(files):,} files, over {MAX_ARCHIVE_MEMBERS:,}; set path to the folder of documents"
+        )
     docs.mkdir(parents=True, exist_ok=True)
     _prune(docs, set(files))
     _clear_conflicts(docs, set(files))
@@ -151,8 +160,10 @@ def stage_folder(source: Source, root: Path, limits: Limits = DEFAULT_LIMITS) ->
     """Mirror the files ingest would read in the source's folder; what was skipped there."""
     folder = Path(source.location)
     if not folder.is_dir():
-        raise SyncError(f"the folder {source.location} {'is not a folder' if folder.exists() else 'does not exist'}"
-                        " (unmounted?); its documents are kept until it is back")
+        raise SyncError(
+            f"the folder {source.location} {'is not a folder' if folder.exists() else 'does not exist'}"
+            " (unmounted?); its documents are kept until it is back"
+        )
     found, refused = discover([folder])
     export = plan([f.source for f in found])
     skipped = [Skipped(f"{source.name}/{s.source}", s.reason) for s in refused + export.skipped]

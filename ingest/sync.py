@@ -55,9 +55,17 @@ class SyncReport:
     error: str | None = None
 
     def as_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "commit": self.commit, "added": self.added,
-                "changed": self.changed, "deleted": self.deleted, "skipped": len(self.skipped),
-                "seconds": round(self.seconds, 3), "error": self.error}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "commit": self.commit,
+            "added": self.added,
+            "changed": self.changed,
+            "deleted": self.deleted,
+            "skipped": len(self.skipped),
+            "seconds": round(self.seconds, 3),
+            "error": self.error,
+        }
 
 
 def _sha256(path: Path) -> str:
@@ -109,10 +117,19 @@ def _stage_archive(source: Source, root: Path, limits: Limits, stored: bool) -> 
     return checksum, [Skipped(f"{source.name}/{s.source}", s.reason) for s in skipped]
 
 
-def sync_source(source: Source, store: Store, embedder: IngestEmbedder, cache: Path, *,
-                token: str | None = None, limits: Limits = DEFAULT_LIMITS, progress: bool | None = None,
-                chunking: ChunkingConfig | None = None, source_url: str | None = None,
-                calibrate: bool = True) -> SyncReport:
+def sync_source(
+    source: Source,
+    store: Store,
+    embedder: IngestEmbedder,
+    cache: Path,
+    *,
+    token: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    progress: bool | None = None,
+    chunking: ChunkingConfig | None = None,
+    source_url: str | None = None,
+    calibrate: bool = True,
+) -> SyncReport:
     """Stage one source and ingest it; failures are the report's `error`, never raised.
     `calibrate=False`: the gate's calibration is left to the caller (sync does it once)."""
     started = time.perf_counter()
@@ -125,8 +142,7 @@ def sync_source(source: Source, store: Store, embedder: IngestEmbedder, cache: P
         if source.kind == "git":
             report.commit, report.skipped = stage_git(source, root, token, limits)
             if source.link:
-                links = CommitLinks(source.link, report.commit, prefix,
-                                    source.path + "/" if source.path else "")
+                links = CommitLinks(source.link, report.commit, prefix, source.path + "/" if source.path else "")
         elif source.kind == "folder":
             report.skipped = stage_folder(source, root, limits)
         else:
@@ -138,9 +154,17 @@ def sync_source(source: Source, store: Store, embedder: IngestEmbedder, cache: P
             report.skipped = skipped
         store.open_for(embedder.stamp)
         before = _names(store, prefix)
-        summary: IngestSummary = ingest([root], store, embedder, chunking=chunking, progress=progress,
-                                        limits=limits, source_url=source_url, commit_links=links,
-                                        calibrate=calibrate)
+        summary: IngestSummary = ingest(
+            [root],
+            store,
+            embedder,
+            chunking=chunking,
+            progress=progress,
+            limits=limits,
+            source_url=source_url,
+            commit_links=links,
+            calibrate=calibrate,
+        )
         after = _names(store, prefix)
         report.added = len(after - before)
         report.deleted = len(before - after)
@@ -155,18 +179,35 @@ def sync_source(source: Source, store: Store, embedder: IngestEmbedder, cache: P
     return report
 
 
-def sync(sources: Iterable[Source], store: Store, embedder: IngestEmbedder, cache: Path, *,
-         tokens: dict[str, str] | None = None, limits: Limits = DEFAULT_LIMITS, progress: bool | None = None,
-         source_url: str | None = None, on_report: Callable[[SyncReport], None] | None = None,
-         ) -> list[SyncReport]:
+def sync(
+    sources: Iterable[Source],
+    store: Store,
+    embedder: IngestEmbedder,
+    cache: Path,
+    *,
+    tokens: dict[str, str] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    progress: bool | None = None,
+    source_url: str | None = None,
+    on_report: Callable[[SyncReport], None] | None = None,
+) -> list[SyncReport]:
     """Every source synced in turn; one failing never stops the others. The gate's
     calibration (measured over the whole collection) is measured once, after the last
     source, when any changed: a write drops the stored one, so a sync killed before it
     leaves none, and the next run measures it."""
     reports = []
     for source in sources:
-        report = sync_source(source, store, embedder, cache, token=(tokens or {}).get(source.name),
-                             limits=limits, progress=progress, source_url=source_url, calibrate=False)
+        report = sync_source(
+            source,
+            store,
+            embedder,
+            cache,
+            token=(tokens or {}).get(source.name),
+            limits=limits,
+            progress=progress,
+            source_url=source_url,
+            calibrate=False,
+        )
         reports.append(report)
         if on_report is not None:
             on_report(report)

@@ -30,7 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bot.testing import slack_standin as slack  # the one place that names the stand-in's module
+from bot.testing import slack_standin as slack  # the one place that names the stand-in's modules
+from bot.testing.slack_sender import SlackSender
 
 QUESTION = "How often does the Release Train leave?"
 CHANNEL, USER = "CSMOKE", "USMOKE"
@@ -129,9 +130,9 @@ def main() -> None:
         message = standin.user_message(CHANNEL, USER, f"<@{slack.BOT_USER_ID}> {QUESTION}")
         event = {"type": "app_mention", "user": USER, "text": message["text"], "ts": message["ts"],
                  "channel": CHANNEL, "event_ts": message["ts"], "team": message["team"]}
-        delivery = slack.SlackSender(base + "/slack/events").event(event)
+        delivery = SlackSender(base + "/slack/events").event(event)
         assert delivery.status == 200, f"the signed event got {delivery.status}: {delivery.body!r}"
-        forged = slack.SlackSender(base + "/slack/events", signing_secret="not-the-secret").event(event)
+        forged = SlackSender(base + "/slack/events", signing_secret="not-the-secret").event(event)
         assert forged.status == 401, f"a wrongly signed event got {forged.status}, not 401"
 
         standin.wait_for("chat.update", 1, timeout_s=ANSWER_TIMEOUT_S)

@@ -60,8 +60,11 @@ class NullDistribution:
 
 def pseudo_questions(chunk_texts: Sequence[str], n: int = NULL_QUESTIONS, seed: int = SEED) -> list[str]:
     """Questions of the collection's own words about nothing in particular."""
-    pools = [ws for ws in ([w for w in content_words(t) if w.isalpha() and len(w) >= MIN_WORD_LETTERS]
-                           for t in chunk_texts) if len(ws) >= WORDS_PER_CHUNK]
+    pools = [
+        ws
+        for ws in ([w for w in content_words(t) if w.isalpha() and len(w) >= MIN_WORD_LETTERS] for t in chunk_texts)
+        if len(ws) >= WORDS_PER_CHUNK
+    ]
     if len(pools) < 2:
         return []
     rng = random.Random(seed)

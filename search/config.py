@@ -36,7 +36,7 @@ def redact_url(value: str) -> str:
     if at >= 0:
         user, sep, _ = value[start:at].partition(":")
         head = value[:start] + (user + ":" + MASK if sep else MASK) + "@"
-        rest = value[at + 1:]
+        rest = value[at + 1 :]
     else:  # no credentials but maybe a password as the "port" ("redis//elastic:pw")
         slashes = value.find("//")
         start = slashes + 2 if slashes >= 0 else start
@@ -49,8 +49,8 @@ def redact_url(value: str) -> str:
     host, tail = rest[:end], rest[end:]
     bracket = host.rfind("]")  # an IPv6 host, [::1]:9200: its colons are not a port's
     colon = host.rfind(":")
-    if colon > bracket and not host[colon + 1:].isdigit() and host[colon + 1:]:
-        host = host[:colon + 1] + MASK
+    if colon > bracket and not host[colon + 1 :].isdigit() and host[colon + 1 :]:
+        host = host[: colon + 1] + MASK
     return head + host + _mask_params(tail)
 
 
@@ -63,8 +63,7 @@ def _mask_params(tail: str) -> str:
     return "".join(pieces)
 
 
-def read_setting_file(path: Path | str, variable: str, what: str, *,
-                      encoding: str = "utf-8") -> str:
+def read_setting_file(path: Path | str, variable: str, what: str, *, encoding: str = "utf-8") -> str:
     """The text of the file `variable` names; a ConfigError saying what to fix otherwise.
     `what` names the expected file in the fix, e.g. "the scopes TOML file"."""
     path = Path(path)
@@ -85,7 +84,8 @@ def read_setting_file(path: Path | str, variable: str, what: str, *,
         line = data.count(b"\n", 0, exc.start) + 1
         raise ConfigError(
             f"{prefix}{path} is not UTF-8 text: byte {exc.start} (line {line}, "
-            f"0x{data[exc.start]:02x}) cannot be decoded; save the file as UTF-8") from None
+            f"0x{data[exc.start]:02x}) cannot be decoded; save the file as UTF-8"
+        ) from None
 
 
 def scrub(text: str, url: str) -> str:

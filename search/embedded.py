@@ -64,13 +64,10 @@ class EmbeddedStore(LexicalReads, InstallRows):
         self.directory = Path(directory)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                self.directory / DB_NAME, isolation_level=None, check_same_thread=False
-            )
+            self._db = sqlite3.connect(self.directory / DB_NAME, isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(
-                f"cannot open the embedded store at {self.directory}: {exc}; "
-                "set CITEBOT_STORE to a writable directory"
+                f"cannot open the embedded store at {self.directory}: {exc}; set CITEBOT_STORE to a writable directory"
             ) from exc
         self._lock = threading.RLock()
         self._db = SerialConnection(self._db, self._lock)  # type: ignore[assignment]  # a proxy
@@ -82,8 +79,9 @@ class EmbeddedStore(LexicalReads, InstallRows):
         self._db.create_function("citebot_in_scope", 2, in_scope, deterministic=True)
         # Per-chunk term instances, for document frequencies and the vocabulary under a scope
         # (chunks_vocab counts the whole collection). A temp table: nothing is stored.
-        self._db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_instances"
-                         " USING fts5vocab(main, chunks_fts, 'instance')")
+        self._db.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_instances USING fts5vocab(main, chunks_fts, 'instance')"
+        )
         self._matrix: tuple[int, np.ndarray, np.ndarray, list[str], list[str]] | None = None
         self._masks: dict[tuple[int, tuple[str, ...]], np.ndarray] = {}
         self._vocab_cache: dict[tuple[int, tuple[str, ...]], list[str]] = {}
@@ -113,9 +111,7 @@ class EmbeddedStore(LexicalReads, InstallRows):
     def document_hashes(self) -> dict[str, str]:
         return dict(self._db.execute("SELECT source, content_hash FROM documents"))
 
-    def replace_document(
-        self, doc: DocumentRecord, chunks: Sequence[Chunk], windows: Sequence[Window]
-    ) -> None:
+    def replace_document(self, doc: DocumentRecord, chunks: Sequence[Chunk], windows: Sequence[Window]) -> None:
         stamp = self.stamp()
         if stamp is None:
             raise StoreError("the store has no model stamp; call open_for(stamp) before writing")
@@ -125,8 +121,11 @@ class EmbeddedStore(LexicalReads, InstallRows):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 # A chunk whose text this document already held keeps the time it last changed.
-                kept = dict(self._db.execute(
-                    "SELECT text_hash, changed_at FROM chunks WHERE source = ?", (doc.source,)).fetchall())
+                kept = dict(
+                    self._db.execute(
+                        "SELECT text_hash, changed_at FROM chunks WHERE source = ?", (doc.source,)
+                    ).fetchall()
+                )
                 self._delete_source(doc.source)
                 self._drop_stats()
                 self._db.execute(
@@ -141,10 +140,21 @@ class EmbeddedStore(LexicalReads, InstallRows):
                         " text_hash, changed_at, sections)"
                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
-                            c.chunk_id, c.doc_id, c.source, c.ordinal,
-                            json.dumps(list(c.heading_path), ensure_ascii=False), c.page, c.text,
-                            c.tokens, c.overlap_prev, c.overlap_next, int(c.superseded),
-                            c.url, c.anchor, (h := text_hash(c.text)), kept.get(h, now),
+                            c.chunk_id,
+                            c.doc_id,
+                            c.source,
+                            c.ordinal,
+                            json.dumps(list(c.heading_path), ensure_ascii=False),
+                            c.page,
+                            c.text,
+                            c.tokens,
+                            c.overlap_prev,
+                            c.overlap_next,
+                            int(c.superseded),
+                            c.url,
+                            c.anchor,
+                            (h := text_hash(c.text)),
+                            kept.get(h, now),
                             _sections_json(c),
                         ),
                     )
@@ -159,8 +169,7 @@ class EmbeddedStore(LexicalReads, InstallRows):
                 self._db.executemany(
                     "INSERT INTO windows VALUES (?, ?, ?, ?, ?)",
                     [
-                        (rowids[w.chunk_id], w.index, w.start, w.end,
-                         np.asarray(w.vector, dtype=np.float32).tobytes())
+                        (rowids[w.chunk_id], w.index, w.start, w.end, np.asarray(w.vector, dtype=np.float32).tobytes())
                         for w in windows
                     ],
                 )
@@ -172,9 +181,12 @@ class EmbeddedStore(LexicalReads, InstallRows):
             self._vocab_cache.clear()
 
     def _delete_source(self, source: str) -> None:
-        ids = [r[0] for r in self._db.execute(
-            "SELECT c.id FROM chunks c JOIN documents d ON c.doc_id = d.doc_id"
-            " WHERE d.source = ?", (source,))]
+        ids = [
+            r[0]
+            for r in self._db.execute(
+                "SELECT c.id FROM chunks c JOIN documents d ON c.doc_id = d.doc_id WHERE d.source = ?", (source,)
+            )
+        ]
         self._db.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(i,) for i in ids])
         self._db.executemany("DELETE FROM windows WHERE chunk_rowid = ?", [(i,) for i in ids])
         self._db.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in ids])
@@ -211,8 +223,9 @@ class EmbeddedStore(LexicalReads, InstallRows):
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise StoreError(f"cannot open the ingest lock {path}: {exc}; "
-                             "set CITEBOT_STORE to a writable directory") from exc
+            raise StoreError(
+                f"cannot open the ingest lock {path}: {exc}; set CITEBOT_STORE to a writable directory"
+            ) from exc
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -220,7 +233,8 @@ class EmbeddedStore(LexicalReads, InstallRows):
                 holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
                 raise IngestLockedError(
                     f"another ingest is writing the store at {self.directory} ({holder}); "
-                    "wait for it to finish, then run this one again") from None
+                    "wait for it to finish, then run this one again"
+                ) from None
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"pid {os.getpid()}, started {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC".encode(), 0)
             try:
@@ -240,16 +254,24 @@ class EmbeddedStore(LexicalReads, InstallRows):
     @staticmethod
     def _chunk(row: tuple) -> Chunk:
         return Chunk(
-            chunk_id=row[0], doc_id=row[1], source=row[2],
-            heading_path=tuple(json.loads(row[3])), page=row[4], ordinal=row[5], text=row[6],
-            tokens=row[7], overlap_prev=row[8], overlap_next=row[9], superseded=bool(row[10]),
-            url=row[11], anchor=row[12], sections=sections_from_data(json.loads(row[13]) if row[13] else None),
+            chunk_id=row[0],
+            doc_id=row[1],
+            source=row[2],
+            heading_path=tuple(json.loads(row[3])),
+            page=row[4],
+            ordinal=row[5],
+            text=row[6],
+            tokens=row[7],
+            overlap_prev=row[8],
+            overlap_next=row[9],
+            superseded=bool(row[10]),
+            url=row[11],
+            anchor=row[12],
+            sections=sections_from_data(json.loads(row[13]) if row[13] else None),
         )
 
     def iter_chunks(self) -> list[Chunk]:
-        rows = self._db.execute(
-            f"SELECT {self._CHUNK_COLS} FROM chunks ORDER BY source, ordinal"
-        ).fetchall()
+        rows = self._db.execute(f"SELECT {self._CHUNK_COLS} FROM chunks ORDER BY source, ordinal").fetchall()
         return [self._chunk(r) for r in rows]
 
     def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
@@ -274,21 +296,28 @@ class EmbeddedStore(LexicalReads, InstallRows):
         out: list[ChunkVersion] = []
         wanted = sorted(set(sources))
         for start in range(0, len(wanted), 500):  # SQLite's bound on host parameters
-            part = wanted[start:start + 500]
+            part = wanted[start : start + 500]
             # A chunk an older citebot wrote after the upgrade has no hash: computed here.
-            out.extend(ChunkVersion(cid, src, h or text_hash(text or ""), at) for cid, src, h, at, text in self._db.execute(
-                "SELECT chunk_id, source, text_hash, changed_at,"
-                " CASE WHEN text_hash IS NULL THEN text END FROM chunks"
-                f" WHERE source IN ({','.join('?' * len(part))})", part))
+            out.extend(
+                ChunkVersion(cid, src, h or text_hash(text or ""), at)
+                for cid, src, h, at, text in self._db.execute(
+                    "SELECT chunk_id, source, text_hash, changed_at,"
+                    " CASE WHEN text_hash IS NULL THEN text END FROM chunks"
+                    f" WHERE source IN ({','.join('?' * len(part))})",
+                    part,
+                )
+            )
         return out
 
     def chunk_count(self, *, scope: Scope | None = None) -> int:
         scope = limiting(scope)
         if scope is None:
             return int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
-        return int(self._db.execute(
-            "SELECT count(*) FROM chunks WHERE citebot_in_scope(source, ?)",
-            (scope.regex.pattern,)).fetchone()[0])
+        return int(
+            self._db.execute(
+                "SELECT count(*) FROM chunks WHERE citebot_in_scope(source, ?)", (scope.regex.pattern,)
+            ).fetchone()[0]
+        )
 
     def _vectors(self) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
         with self._lock:
@@ -313,7 +342,8 @@ class EmbeddedStore(LexicalReads, InstallRows):
                     owner[i] = len(ids) - 1
                 matrix = (
                     np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, dims)
-                    if rows else np.zeros((0, dims), dtype=np.float32)
+                    if rows
+                    else np.zeros((0, dims), dtype=np.float32)
                 )
                 self._matrix = (version, matrix, owner, ids, sources)
                 self._masks = {}
@@ -339,9 +369,7 @@ class EmbeddedStore(LexicalReads, InstallRows):
         if not ids:
             return []
         if vector.shape != (matrix.shape[1],):
-            raise DimensionError(
-                f"query vector has width {vector.shape}, the store holds {matrix.shape[1]}"
-            )
+            raise DimensionError(f"query vector has width {vector.shape}, the store holds {matrix.shape[1]}")
         scores = matrix @ vector.astype(np.float32)
         best = np.full(len(ids), -np.inf, dtype=np.float32)
         np.maximum.at(best, owner, scores)
@@ -359,13 +387,14 @@ class EmbeddedStore(LexicalReads, InstallRows):
             rows = self._db.execute(
                 "SELECT c.chunk_id, w.start, w.end, w.vector FROM windows w"
                 f" JOIN chunks c ON c.id = w.chunk_rowid WHERE c.chunk_id IN ({marks})"
-                " ORDER BY w.chunk_rowid, w.idx", list(chunk_ids)).fetchall()
+                " ORDER BY w.chunk_rowid, w.idx",
+                list(chunk_ids),
+            ).fetchall()
         if not rows:
             return {}
         matrix = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(len(rows), -1)
         if vector.shape != (matrix.shape[1],):
-            raise DimensionError(
-                f"query vector has width {vector.shape}, the store holds {matrix.shape[1]}")
+            raise DimensionError(f"query vector has width {vector.shape}, the store holds {matrix.shape[1]}")
         scores = matrix @ vector.astype(np.float32)
         out: dict[str, list[WindowScore]] = {}
         for (cid, start, end, _), score in zip(rows, scores, strict=True):
@@ -388,7 +417,8 @@ class EmbeddedStore(LexicalReads, InstallRows):
         record["feedback"] = [
             {"at": at, "user": user, "value": value}
             for at, user, value in self._db.execute(
-                "SELECT at, user, value FROM feedback WHERE turn_id = ? ORDER BY rowid", (turn_id,))
+                "SELECT at, user, value FROM feedback WHERE turn_id = ? ORDER BY rowid", (turn_id,)
+            )
         ]
         return record
 
@@ -396,8 +426,9 @@ class EmbeddedStore(LexicalReads, InstallRows):
         with self._lock:
             self._db.execute("INSERT INTO feedback VALUES (?, ?, ?, ?)", (turn_id, at, user, value))
 
-    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None,
-                    teams: Sequence[str] = ()) -> list[dict]:
+    def purge_turns(
+        self, before: str | None, users: Sequence[str], limit: int | None = None, teams: Sequence[str] = ()
+    ) -> list[dict]:
         """Delete the turns created before `before`, asked by one of `users` or in one of
         `teams` (an install's owner: bot/slack/workspace.py), oldest
         first, at most `limit`, with their feedback; their user, channel and thread."""
@@ -434,12 +465,15 @@ class EmbeddedStore(LexicalReads, InstallRows):
     def turns_since(self, since_iso: str) -> Iterator[dict]:
         """Turns created at or after `since_iso`, oldest first (the index on created_at)."""
         rows = self._db.execute(
-            "SELECT turn_id, created_at, record FROM turns WHERE created_at >= ?"
-            " ORDER BY created_at, turn_id", (since_iso,)).fetchall()
+            "SELECT turn_id, created_at, record FROM turns WHERE created_at >= ? ORDER BY created_at, turn_id",
+            (since_iso,),
+        ).fetchall()
         feedback: dict[str, list[dict]] = {}
         for turn_id, at, user, value in self._db.execute(
-                "SELECT f.turn_id, f.at, f.user, f.value FROM feedback f JOIN turns t"
-                " ON t.turn_id = f.turn_id WHERE t.created_at >= ? ORDER BY f.rowid", (since_iso,)):
+            "SELECT f.turn_id, f.at, f.user, f.value FROM feedback f JOIN turns t"
+            " ON t.turn_id = f.turn_id WHERE t.created_at >= ? ORDER BY f.rowid",
+            (since_iso,),
+        ):
             feedback.setdefault(turn_id, []).append({"at": at, "user": user, "value": value})
         for turn_id, created_at, raw in rows:
             record = {**json.loads(raw), "turn_id": turn_id, "created_at": created_at}

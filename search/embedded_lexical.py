@@ -40,14 +40,16 @@ class LexicalReads:
     _lock: threading.RLock
     _vocab_cache: dict[tuple[int, tuple[str, ...]], list[str]]
 
-    def _match(self, expression: str, limit: int, scope: Scope | None = None,
-               table: str = "chunks_fts") -> list[tuple[int, float]]:
+    def _match(
+        self, expression: str, limit: int, scope: Scope | None = None, table: str = "chunks_fts"
+    ) -> list[tuple[int, float]]:
         scope = limiting(scope)
         if scope is None:
             rows = self._db.execute(
                 f"SELECT rowid, bm25({table}, 1.0, ?) FROM {table} WHERE {table} MATCH ?"
                 f" ORDER BY bm25({table}, 1.0, ?) LIMIT ?",
-                (HEADING_WEIGHT, expression, HEADING_WEIGHT, limit))
+                (HEADING_WEIGHT, expression, HEADING_WEIGHT, limit),
+            )
         else:
             # The matches first, then each one's source (CROSS JOIN keeps that order): a
             # `rowid IN (…)` filter makes FTS5 run the MATCH once per allowed rowid, which
@@ -57,7 +59,8 @@ class LexicalReads:
                 f" CROSS JOIN chunks c ON c.id = {table}.rowid"
                 f" WHERE {table} MATCH ? AND citebot_in_scope(c.source, ?)"
                 f" ORDER BY bm25({table}, 1.0, ?) LIMIT ?",
-                (HEADING_WEIGHT, expression, scope.regex.pattern, HEADING_WEIGHT, limit))
+                (HEADING_WEIGHT, expression, scope.regex.pattern, HEADING_WEIGHT, limit),
+            )
         return [(int(r[0]), -float(r[1])) for r in rows]
 
     def lexical(self, query: LexicalQuery, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
@@ -85,29 +88,29 @@ class LexicalReads:
         if not ranked:
             return []
         marks = ",".join("?" * len(ranked))
-        ids = dict(self._db.execute(
-            f"SELECT id, chunk_id FROM chunks WHERE id IN ({marks})", [r for r, _ in ranked]))
+        ids = dict(self._db.execute(f"SELECT id, chunk_id FROM chunks WHERE id IN ({marks})", [r for r, _ in ranked]))
         return [(ids[r], s) for r, s in ranked if r in ids]
 
-    def phrase_matches(self, phrase: Sequence[str], limit: int, *,
-                       scope: Scope | None = None) -> list[str]:
+    def phrase_matches(self, phrase: Sequence[str], limit: int, *, scope: Scope | None = None) -> list[str]:
         rows = self._match('text : "' + " ".join(phrase) + '"', limit + 1, scope)
         return [cid for cid, _ in self._ids_for(rows)]
 
-    def phrase_matches_many(self, phrases: Sequence[Sequence[str]], limit: int, *,
-                            scope: Scope | None = None) -> list[list[str]]:
+    def phrase_matches_many(
+        self, phrases: Sequence[Sequence[str]], limit: int, *, scope: Scope | None = None
+    ) -> list[list[str]]:
         return [self.phrase_matches(p, limit, scope=scope) for p in phrases]
 
-    def spelling_candidates(self, terms: Sequence[str], *,
-                            scope: Scope | None = None) -> dict[str, list[str]]:
+    def spelling_candidates(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, list[str]]:
         """Words of the (scoped) vocabulary of about the right length sharing the first or
         second letter: an in-process scan of a vocabulary read once per collection version."""
         out: dict[str, list[str]] = {}
         vocab = self._vocabulary_cached(scope)
         for term in dict.fromkeys(terms):
             out[term] = [
-                c for c in vocab
-                if abs(len(c) - len(term)) <= SPELLING_MAX_EDITS and c != term
+                c
+                for c in vocab
+                if abs(len(c) - len(term)) <= SPELLING_MAX_EDITS
+                and c != term
                 and (c[:1] == term[:1] or c[1:2] == term[1:2])
             ]
         return out
@@ -129,12 +132,15 @@ class LexicalReads:
         scope = limiting(scope)
         marks = ",".join("?" * len(terms))
         if scope is None:
-            found = dict(self._db.execute(
-                f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", list(terms)))
+            found = dict(self._db.execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", list(terms)))
         else:
-            found = dict(self._db.execute(
-                f"SELECT term, count(DISTINCT doc) FROM temp.chunks_instances WHERE term IN ({marks})"
-                f" AND doc IN ({_IN_SCOPE}) GROUP BY term", [*terms, scope.regex.pattern]))
+            found = dict(
+                self._db.execute(
+                    f"SELECT term, count(DISTINCT doc) FROM temp.chunks_instances WHERE term IN ({marks})"
+                    f" AND doc IN ({_IN_SCOPE}) GROUP BY term",
+                    [*terms, scope.regex.pattern],
+                )
+            )
         return {t: int(found.get(t, 0)) for t in terms}
 
     def vocabulary(self, *, scope: Scope | None = None) -> set[str]:
@@ -142,6 +148,9 @@ class LexicalReads:
         scope = limiting(scope)
         if scope is None:
             return {r[0] for r in self._db.execute("SELECT term FROM chunks_vocab")}
-        return {r[0] for r in self._db.execute(
-            f"SELECT DISTINCT term FROM temp.chunks_instances WHERE doc IN ({_IN_SCOPE})",
-            (scope.regex.pattern,))}
+        return {
+            r[0]
+            for r in self._db.execute(
+                f"SELECT DISTINCT term FROM temp.chunks_instances WHERE doc IN ({_IN_SCOPE})", (scope.regex.pattern,)
+            )
+        }

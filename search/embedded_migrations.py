@@ -37,7 +37,8 @@ def _run_script(db: sqlite3.Connection, sql: str) -> None:
 
 @migration
 def m001_initial(db: sqlite3.Connection) -> None:
-    _run_script(db, 
+    _run_script(
+        db,
         """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
         CREATE TABLE documents (
@@ -57,20 +58,21 @@ def m001_initial(db: sqlite3.Connection) -> None:
         CREATE VIRTUAL TABLE chunks_fts USING fts5(
             text, heading, tokenize = 'unicode61 remove_diacritics 2');
         CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
-        """
+        """,
     )
 
 
 @migration
 def m002_turns(db: sqlite3.Connection) -> None:
-    _run_script(db, 
+    _run_script(
+        db,
         """
         CREATE TABLE turns (turn_id TEXT PRIMARY KEY, created_at TEXT NOT NULL,
                             record TEXT NOT NULL);
         CREATE TABLE feedback (turn_id TEXT NOT NULL, at TEXT NOT NULL, user TEXT,
                                value TEXT NOT NULL);
         CREATE INDEX feedback_by_turn ON feedback(turn_id);
-        """
+        """,
     )
 
 
@@ -92,16 +94,19 @@ def m005_stems(db: sqlite3.Connection) -> None:
     """The stemmed lexical fields (search.text.stems): the term groups' BM25 reads them;
     phrases, document frequencies and the vocabulary keep reading chunks_fts's words.
     Filled from the stored chunks, so a store ingested before needs no re-ingest."""
-    db.execute("CREATE VIRTUAL TABLE chunks_stems USING fts5("
-               "stems, heading, tokenize = 'unicode61 remove_diacritics 2')")
+    db.execute(
+        "CREATE VIRTUAL TABLE chunks_stems USING fts5(stems, heading, tokenize = 'unicode61 remove_diacritics 2')"
+    )
     for rowid, text, heading_path in db.execute("SELECT id, text, heading_path FROM chunks").fetchall():
         write_stems(db, rowid, text, json.loads(heading_path))
 
 
 def write_stems(db: sqlite3.Connection, rowid: int, text: str, heading_path: Sequence[str]) -> None:
     """One chunk's row of chunks_stems: the stems of its text and of its heading path."""
-    db.execute("INSERT INTO chunks_stems (rowid, stems, heading) VALUES (?, ?, ?)",
-               (rowid, " ".join(stems(text)), " ".join(stems(" ".join(heading_path)))))
+    db.execute(
+        "INSERT INTO chunks_stems (rowid, stems, heading) VALUES (?, ?, ?)",
+        (rowid, " ".join(stems(text)), " ".join(stems(" ".join(heading_path)))),
+    )
 
 
 @migration
@@ -113,11 +118,15 @@ def m006_stems_follow_chunks(db: sqlite3.Connection) -> None:
     when the store is next opened (write_pending_stems)."""
     # One statement each: a trigger's body holds semicolons, which _run_script splits on.
     db.execute("CREATE TABLE stems_pending (chunk_rowid INTEGER PRIMARY KEY)")
-    db.execute("CREATE TRIGGER chunks_stems_pending AFTER INSERT ON chunks BEGIN"
-               " INSERT OR IGNORE INTO stems_pending VALUES (new.id); END")
-    db.execute("CREATE TRIGGER chunks_stems_delete AFTER DELETE ON chunks BEGIN"
-               " DELETE FROM chunks_stems WHERE rowid = old.id;"
-               " DELETE FROM stems_pending WHERE chunk_rowid = old.id; END")
+    db.execute(
+        "CREATE TRIGGER chunks_stems_pending AFTER INSERT ON chunks BEGIN"
+        " INSERT OR IGNORE INTO stems_pending VALUES (new.id); END"
+    )
+    db.execute(
+        "CREATE TRIGGER chunks_stems_delete AFTER DELETE ON chunks BEGIN"
+        " DELETE FROM chunks_stems WHERE rowid = old.id;"
+        " DELETE FROM stems_pending WHERE chunk_rowid = old.id; END"
+    )
 
 
 @migration
@@ -160,8 +169,8 @@ def write_pending_stems(db: sqlite3.Connection, lock: threading.RLock) -> None:
         db.execute("BEGIN IMMEDIATE")
         try:
             rows = db.execute(
-                "SELECT c.id, c.text, c.heading_path FROM stems_pending p"
-                " JOIN chunks c ON c.id = p.chunk_rowid").fetchall()
+                "SELECT c.id, c.text, c.heading_path FROM stems_pending p JOIN chunks c ON c.id = p.chunk_rowid"
+            ).fetchall()
             for rowid, text, heading_path in rows:
                 db.execute("DELETE FROM chunks_stems WHERE rowid = ?", (rowid,))
                 write_stems(db, rowid, text, json.loads(heading_path))
@@ -190,10 +199,11 @@ def m010_slack_installs(db: sqlite3.Connection) -> None:
     """Slack installations when citebot installs in many workspaces (bot/slack/installs.py):
     one row per owner (a workspace, or an organisation for an org-wide install) and field
     (its bot, its latest installer, each installer), and the OAuth states not yet used."""
-    _run_script(db, 
+    _run_script(
+        db,
         """
         CREATE TABLE slack_installs (owner TEXT NOT NULL, field TEXT NOT NULL,
                                      data TEXT NOT NULL, PRIMARY KEY (owner, field));
         CREATE TABLE oauth_states (state TEXT PRIMARY KEY, expires_at REAL NOT NULL);
-        """
+        """,
     )

@@ -25,8 +25,9 @@ def reciprocal_rank(rankings: Sequence[Ranking], rrf_k: float) -> dict[str, floa
     return fused
 
 
-def address_phrases(phrases: Sequence[tuple[tuple[str, ...], list[str]]],
-                    addressed: dict[str, float], addresses: list[str]) -> None:
+def address_phrases(
+    phrases: Sequence[tuple[tuple[str, ...], list[str]]], addressed: dict[str, float], addresses: list[str]
+) -> None:
     """A rare exact phrase addresses its chunks, a longer phrase above a shorter one."""
     for gram, ids in phrases:
         addresses.append("phrase:" + " ".join(gram))
@@ -37,13 +38,21 @@ def address_phrases(phrases: Sequence[tuple[tuple[str, ...], list[str]]],
 def rare_names(dfs: Mapping[str, int], names: set[str]) -> list[str]:
     """The question's names (search.text.name_like) rare enough in the collection to be
     addresses: in 1 to RARE_MAX_DF chunks, at least RARE_MIN_LETTERS long, not a number."""
-    return [term for term, df in dfs.items()
-            if 1 <= df <= RARE_MAX_DF and len(term) >= RARE_MIN_LETTERS
-            and not term.isdigit() and term in names]
+    return [
+        term
+        for term, df in dfs.items()
+        if 1 <= df <= RARE_MAX_DF and len(term) >= RARE_MIN_LETTERS and not term.isdigit() and term in names
+    ]
 
 
-def address_rare(rare: Sequence[str], held: Sequence[list[str]], dfs: Mapping[str, int], n_chunks: int,
-                 addressed: dict[str, float], addresses: list[str]) -> None:
+def address_rare(
+    rare: Sequence[str],
+    held: Sequence[list[str]],
+    dfs: Mapping[str, int],
+    n_chunks: int,
+    addressed: dict[str, float],
+    addresses: list[str],
+) -> None:
     """A rare name addresses the chunks holding it, by its IDF (below any phrase)."""
     for term, ids in zip(rare, held, strict=True):
         addresses.append(f"rare:{term}")

@@ -56,30 +56,33 @@ class Glossary:
     @classmethod
     def load(cls, path: Path) -> Glossary:
         """The glossary CSV CITEBOT_GLOSSARY names; any problem is a ConfigError with the line."""
-        text = read_setting_file(path, VARIABLE, "a CSV with the header term,alias[,definition]",
-                                 encoding="utf-8-sig")
+        text = read_setting_file(path, VARIABLE, "a CSV with the header term,alias[,definition]", encoding="utf-8-sig")
         bad = f"bad setting: {VARIABLE}: {path}"
         reader = csv.DictReader(io.StringIO(text, newline=""))
         try:
             fields = {(h or "").strip().lower() for h in reader.fieldnames or []}
             if not {"term", "alias"} <= fields:
-                raise ConfigError(f"{bad} needs a header with columns term,alias"
-                                  f" (and optionally definition); found {sorted(fields)}")
+                raise ConfigError(
+                    f"{bad} needs a header with columns term,alias (and optionally definition); found {sorted(fields)}"
+                )
             entries = []
             for row in reader:
                 n = reader.line_num
                 if None in row:  # DictReader's key for the cells past the header's
-                    raise ConfigError(f"{bad} line {n} has more cells than the header's "
-                                      f"{len(reader.fieldnames or [])}: put a definition that "
-                                      'holds commas in double quotes, "like, this"')
+                    raise ConfigError(
+                        f"{bad} line {n} has more cells than the header's "
+                        f"{len(reader.fieldnames or [])}: put a definition that "
+                        'holds commas in double quotes, "like, this"'
+                    )
                 cells = {(k or "").strip().lower(): (v or "").strip() for k, v in row.items()}
                 if not cells.get("term") or not cells.get("alias"):
                     raise ConfigError(f"{bad} line {n}: term and alias must both be set")
-                entries.append(
-                    GlossaryEntry(cells["term"], cells["alias"], cells.get("definition") or None))
+                entries.append(GlossaryEntry(cells["term"], cells["alias"], cells.get("definition") or None))
         except csv.Error as exc:  # an unclosed quote, a field past csv's size limit
-            raise ConfigError(f"{bad} line {reader.reader.line_num} is not CSV: {exc}; fix that line "
-                              "(a quote opened in a cell must be closed)") from None
+            raise ConfigError(
+                f"{bad} line {reader.reader.line_num} is not CSV: {exc}; fix that line "
+                "(a quote opened in a cell must be closed)"
+            ) from None
         return cls(entries)
 
     def expansions(self, question: str) -> list[Expansion]:
@@ -99,9 +102,7 @@ class Glossary:
         seen: set[str] = set()
         out = []
         for entry, term_re, alias_re in self._patterns:
-            if entry.definition and entry.term not in seen and (
-                term_re.search(folded) or alias_re.search(folded)
-            ):
+            if entry.definition and entry.term not in seen and (term_re.search(folded) or alias_re.search(folded)):
                 seen.add(entry.term)
                 out.append(entry)
         return out

@@ -52,11 +52,17 @@ def normalise(url: str) -> str:
         except UnicodeError as exc:
             raise BadURL(f"the address {_shown(url)} has a host name that cannot be encoded") from exc
         netloc = netloc.replace(parts.hostname, host) if parts.hostname in netloc else host
-    out = urlunsplit((parts.scheme.lower(), netloc, quote(parts.path, safe=_SAFE),
-                      quote(parts.query, safe=_SAFE), quote(parts.fragment, safe=_SAFE)))
+    out = urlunsplit(
+        (
+            parts.scheme.lower(),
+            netloc,
+            quote(parts.path, safe=_SAFE),
+            quote(parts.query, safe=_SAFE),
+            quote(parts.fragment, safe=_SAFE),
+        )
+    )
     if len(out) > URL_MAX_CHARS:
-        raise BadURL(f"the address {_shown(url)} is {len(out)} characters long, over "
-                     f"{URL_MAX_CHARS}")
+        raise BadURL(f"the address {_shown(url)} is {len(out)} characters long, over {URL_MAX_CHARS}")
     return out
 
 
@@ -74,9 +80,11 @@ def document_url(raw: str | None, source: str, template: str | None) -> str | No
     raw = raw.strip()
     if not _SCHEME.match(raw):
         if template is None:
-            raise BadURL(f"the address {_shown(raw)} is relative and CITEBOT_SOURCE_URL is "
-                         "unset, so there is nothing to resolve it against; write an "
-                         "absolute https:// address")
+            raise BadURL(
+                f"the address {_shown(raw)} is relative and CITEBOT_SOURCE_URL is "
+                "unset, so there is nothing to resolve it against; write an "
+                "absolute https:// address"
+            )
         raw = urljoin(template_url(template, source), raw)
     return normalise(raw)
 

@@ -27,7 +27,8 @@ class CrossEncoderReranker:
         if not (model_dir / "config.json").exists():
             raise ConfigError(
                 f"CITEBOT_RERANKER={model_dir} is not a model folder (no config.json); "
-                "point it at a local sentence-transformers CrossEncoder")
+                "point it at a local sentence-transformers CrossEncoder"
+            )
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
             from sentence_transformers import CrossEncoder
@@ -35,7 +36,8 @@ class CrossEncoderReranker:
             # Not in the runtime lock (docs/decisions/0037-runtime-without-torch.md).
             raise ConfigError(
                 f"CITEBOT_RERANKER={model_dir} needs sentence-transformers (and torch), which are "
-                "not installed here: pip install 'citebot[reference]', or unset CITEBOT_RERANKER") from None
+                "not installed here: pip install 'citebot[reference]', or unset CITEBOT_RERANKER"
+            ) from None
 
         self.model = CrossEncoder(str(model_dir), device="cpu", max_length=RERANK_MAX_TOKENS)
 

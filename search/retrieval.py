@@ -79,8 +79,9 @@ def boundary_neighbour(store: Store, chunk: Chunk, terms: Sequence[str]) -> Chun
     return None
 
 
-def widened(chunks: Sequence[Chunk], neighbour: Neighbour, *, present: set[str], first: int,
-            max_extra: int) -> list[tuple[int, Chunk | None]]:
+def widened(
+    chunks: Sequence[Chunk], neighbour: Neighbour, *, present: set[str], first: int, max_extra: int
+) -> list[tuple[int, Chunk | None]]:
     """Each chunk in order as (its index, None), and after each of the first `first` the
     neighbour it was cut from as (its index, the neighbour), when not `present` nor added
     already; at most `max_extra` neighbours (none is looked for after the last)."""
@@ -103,9 +104,12 @@ def widen_hits(hits: list[Hit], neighbour: Neighbour, top_k: int) -> list[Hit]:
     """The hits with the neighbour of a top hit whose question words sit at its edge (it
     takes the hit's score), cut to top_k."""
     present = {h.chunk.chunk_id for h in hits}
-    out = [hits[i] if extra is None else Hit(chunk=extra, score=hits[i].score, reasons=["widened"])
-           for i, extra in widened([h.chunk for h in hits], neighbour, present=present,
-                                   first=WIDEN_TOP_HITS, max_extra=WIDEN_TOP_HITS)]
+    out = [
+        hits[i] if extra is None else Hit(chunk=extra, score=hits[i].score, reasons=["widened"])
+        for i, extra in widened(
+            [h.chunk for h in hits], neighbour, present=present, first=WIDEN_TOP_HITS, max_extra=WIDEN_TOP_HITS
+        )
+    ]
     return out[:top_k]
 
 
@@ -115,6 +119,9 @@ def given_chunks(hits: list[Hit], count: int, neighbour: Neighbour | None) -> li
     chosen = [h.chunk for h in hits[:count]]
     if neighbour is None:
         return chosen
-    return [chosen[i] if extra is None else extra
-            for i, extra in widened(chosen, neighbour, present={c.chunk_id for c in chosen},
-                                    first=len(chosen), max_extra=WIDEN_MAX_EXTRA)]
+    return [
+        chosen[i] if extra is None else extra
+        for i, extra in widened(
+            chosen, neighbour, present={c.chunk_id for c in chosen}, first=len(chosen), max_extra=WIDEN_MAX_EXTRA
+        )
+    ]

@@ -108,14 +108,16 @@ class Retriever:
         if self._null is False or now - self._null_read_at >= CALIBRATION_TTL_S:
             null = calibration.stored(self.store)
             if null is None:
-                null = self._null if self._null is not False else calibration.measure(
-                    self.store, lambda qs: np.stack([self.encode_query(q) for q in qs]))
+                null = (
+                    self._null
+                    if self._null is not False
+                    else calibration.measure(self.store, lambda qs: np.stack([self.encode_query(q) for q in qs]))
+                )
             self._null, self._null_read_at = null, now
         return self._null or None
 
     # -- query analysis -------------------------------------------------------------------
-    def correct_typos(self, terms: Sequence[str], dfs: dict[str, int],
-                      scope: Scope | None = None) -> dict[str, str]:
+    def correct_typos(self, terms: Sequence[str], dfs: dict[str, int], scope: Scope | None = None) -> dict[str, str]:
         """Fix only words absent from the collection, to the closest frequent word. The
         store offers the candidates (it never hands over its whole vocabulary)."""
         fixes: dict[str, str] = {}
@@ -135,8 +137,7 @@ class Retriever:
     def spread(self, name: str, scope: Scope | None = None) -> Counter[str]:
         """Chunks holding the exact name, counted by source document."""
         ids = self.store.phrase_matches(tuple(words(name)), FLOOD_SCAN_LIMIT, scope=scope)
-        return Counter(c.source for c in self.store.get_chunks(ids)
-                       if scope is None or scope.allows(c.source))
+        return Counter(c.source for c in self.store.get_chunks(ids) if scope is None or scope.allows(c.source))
 
     def _floods(self, expansion: Expansion, scope: Scope | None = None) -> bool:
         key = (scope.key if scope is not None else (), expansion.expands_to)
@@ -146,9 +147,8 @@ class Retriever:
             top = max(spread.values(), default=0)
             chunks = max(1, self.store.chunk_count(scope=scope))
             self._flood_cache[key] = (
-                (total >= FLOOD_MIN_CHUNKS and top / total > FLOOD_SHARE)
-                or total / chunks > FLOOD_COLLECTION_SHARE
-            )
+                total >= FLOOD_MIN_CHUNKS and top / total > FLOOD_SHARE
+            ) or total / chunks > FLOOD_COLLECTION_SHARE
         return self._flood_cache[key]
 
     @staticmethod
@@ -173,8 +173,9 @@ class Retriever:
             # name whatever their words: a phrase candidate of any length from two.
             known = {g for _, g in grams}
             for gram in joined_terms(question):
-                at = next((i for i in range(len(tokens) - len(gram) + 1)
-                           if tuple(tokens[i : i + len(gram)]) == gram), None)
+                at = next(
+                    (i for i in range(len(tokens) - len(gram) + 1) if tuple(tokens[i : i + len(gram)]) == gram), None
+                )
                 if at is not None and gram not in known:
                     grams.append((at, gram))
             grams.sort(key=lambda ig: (-len(ig[1]), ig[0]))
@@ -182,8 +183,13 @@ class Retriever:
         # Every candidate in one batch (one round trip on Elasticsearch), each distinct one
         # once, then longest first: a gram inside a span already found is passed over.
         distinct = list(dict.fromkeys(g for _, g in grams))
-        hits = dict(zip(distinct, self.store.phrase_matches_many(distinct, PHRASE_MAX_CHUNKS, scope=scope)
-                        if distinct else [], strict=True))
+        hits = dict(
+            zip(
+                distinct,
+                self.store.phrase_matches_many(distinct, PHRASE_MAX_CHUNKS, scope=scope) if distinct else [],
+                strict=True,
+            )
+        )
         matches = [hits[g] for _, g in grams]
         found: list[tuple[tuple[str, ...], list[str]]] = []
         covered: set[int] = set()
@@ -197,8 +203,9 @@ class Retriever:
         return found
 
     # -- retrieval ------------------------------------------------------------------------
-    def retrieve(self, question: str, *, mode: str | None = None, top_k: int | None = None,
-                 scope: Scope | None = None) -> Retrieval:
+    def retrieve(
+        self, question: str, *, mode: str | None = None, top_k: int | None = None, scope: Scope | None = None
+    ) -> Retrieval:
         """The ranked passages for a question; under `scope`, only passages it allows are
         read, counted or returned (the store filters; see search/scope.py). `finish` adds
         what an answer is given, once the gate has let the question through."""
@@ -218,12 +225,29 @@ class Retriever:
             lexical = self._lexical_arm(question, asked, limited, timings)
         hits = self._ranked(question, asked, dense, lexical, top_k, limited, timings)
         null = self.null_distribution() if plain else None
-        support = support_of(asked.terms, asked.dfs, asked.corrections, asked.expansions, hits, plain,
-                             lexical.addressed, asked.n_chunks, null, focus(question))
+        support = support_of(
+            asked.terms,
+            asked.dfs,
+            asked.corrections,
+            asked.expansions,
+            hits,
+            plain,
+            lexical.addressed,
+            asked.n_chunks,
+            null,
+            focus(question),
+        )
         retrieval = Retrieval(
-            question=question, hits=hits, support=support, expansions=asked.expansions,
-            flooded=asked.flooded, corrections=asked.corrections, addresses=lexical.addresses,
-            scope=scope, query_vector=vector, terms=asked.terms,
+            question=question,
+            hits=hits,
+            support=support,
+            expansions=asked.expansions,
+            flooded=asked.flooded,
+            corrections=asked.corrections,
+            addresses=lexical.addresses,
+            scope=scope,
+            query_vector=vector,
+            terms=asked.terms,
         )
         timings["total"] = (time.perf_counter() - t0) * 1000
         retrieval.timings_ms = {k: round(v, 2) for k, v in timings.items()}
@@ -244,9 +268,16 @@ class Retriever:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         return mode, top_k or self.config.top_k
 
-    def _ranked(self, question: str, asked: _Analysis, dense: list[tuple[str, float]],
-                lexical: _LexicalArm, top_k: int, scope: Scope | None,
-                timings: dict[str, float]) -> list[Hit]:
+    def _ranked(
+        self,
+        question: str,
+        asked: _Analysis,
+        dense: list[tuple[str, float]],
+        lexical: _LexicalArm,
+        top_k: int,
+        scope: Scope | None,
+        timings: dict[str, float],
+    ) -> list[Hit]:
         """The arms fused, reranked when configured, as hits, widened when configured."""
         t = time.perf_counter()
         fused, candidates, order = self._fuse(dense, lexical, top_k)
@@ -262,15 +293,15 @@ class Retriever:
             hits = widen_hits(hits, lambda c: self.boundary_neighbour(c, asked.terms, scope), top_k)
         return hits
 
-    def _give(self, retrieval: Retrieval, count: int, windows: bool, scope: Scope | None,
-              timings: dict[str, float]) -> None:
+    def _give(
+        self, retrieval: Retrieval, count: int, windows: bool, scope: Scope | None, timings: dict[str, float]
+    ) -> None:
         """What an answer is given: the top `count` hits widened at a boundary, and with
         `windows` their window scores; a store that cannot give those leaves its error in
         the retrieval (the answer goes on without them and says so)."""
         t = time.perf_counter()
         terms = retrieval.terms
-        retrieval.passages = given_chunks(retrieval.hits, count,
-                                          lambda c: self.boundary_neighbour(c, terms, scope))
+        retrieval.passages = given_chunks(retrieval.hits, count, lambda c: self.boundary_neighbour(c, terms, scope))
         timings["widen"] = (time.perf_counter() - t) * 1000
         if not windows:
             return
@@ -295,9 +326,9 @@ class Retriever:
         expansions = [e for e in expansions if e.expands_to not in flooded]
         return _Analysis(terms, dfs, n_chunks, corrections, expansions, flooded)
 
-    def _dense_arm(self, question: str, expansions: list[Expansion], scope: Scope | None,
-                   timings: dict[str, float]) -> tuple[np.ndarray, list[tuple[str, float]],
-                                                       list[tuple[str, float]]]:
+    def _dense_arm(
+        self, question: str, expansions: list[Expansion], scope: Scope | None, timings: dict[str, float]
+    ) -> tuple[np.ndarray, list[tuple[str, float]], list[tuple[str, float]]]:
         """The question embedded, the store's nearest chunks by their best window, and the
         arm's ranking: with glossary names (those left after the flood rule), the question
         embedded once more with every other name beside its own, each chunk keeping its
@@ -311,8 +342,9 @@ class Retriever:
         if not expansions:
             return vector, plain, plain
         t = time.perf_counter()
-        named = self.store.dense(self.encode_query(with_other_names(question, expansions)),
-                                 self.config.pool, scope=scope)
+        named = self.store.dense(
+            self.encode_query(with_other_names(question, expansions)), self.config.pool, scope=scope
+        )
         timings["dense_aliases"] = (time.perf_counter() - t) * 1000
         best = dict(plain)
         for cid, score in named:
@@ -320,17 +352,16 @@ class Retriever:
         ranked = sorted(best.items(), key=lambda cs: (-cs[1], cs[0]))[: self.config.pool]
         return vector, plain, ranked
 
-    def _lexical_arm(self, question: str, asked: _Analysis, scope: Scope | None,
-                     timings: dict[str, float]) -> _LexicalArm:
+    def _lexical_arm(
+        self, question: str, asked: _Analysis, scope: Scope | None, timings: dict[str, float]
+    ) -> _LexicalArm:
         """BM25 over the term groups and phrases, then the addresses: rare exact phrases,
         then decisively rare names."""
         cfg = self.config
         t = time.perf_counter()
         groups, alias_phrases = self._term_groups(asked)
         phrases = self._phrases(question, scope) if cfg.phrase_rule else []
-        query = LexicalQuery(
-            tuple(groups), tuple((" ".join(g), 1.0) for g, _ in phrases) + tuple(alias_phrases)
-        )
+        query = LexicalQuery(tuple(groups), tuple((" ".join(g), 1.0) for g, _ in phrases) + tuple(alias_phrases))
         arm = _LexicalArm()
         arm.ranking = self.store.lexical(query, cfg.pool, scope=scope) if (groups or phrases) else []
         timings["lexical"] = (time.perf_counter() - t) * 1000
@@ -363,12 +394,12 @@ class Retriever:
         fixed = [c for c in asked.corrections.values() if c not in asked.dfs]
         all_dfs = {**asked.dfs, **(self.store.doc_freqs(fixed, scope=scope) if fixed else {})}
         rare = fusion.rare_names(all_dfs, name_like(question))
-        held = self.store.phrase_matches_many([(t,) for t in rare], RARE_MAX_DF,
-                                              scope=scope) if rare else []
+        held = self.store.phrase_matches_many([(t,) for t in rare], RARE_MAX_DF, scope=scope) if rare else []
         fusion.address_rare(rare, held, all_dfs, asked.n_chunks, arm.addressed, arm.addresses)
 
-    def _fuse(self, dense: list[tuple[str, float]], lexical: _LexicalArm,
-              top_k: int) -> tuple[dict[str, float], dict[str, Chunk], list[str]]:
+    def _fuse(
+        self, dense: list[tuple[str, float]], lexical: _LexicalArm, top_k: int
+    ) -> tuple[dict[str, float], dict[str, Chunk], list[str]]:
         """Reciprocal rank fusion of the arms, addressed chunks added, superseded documents
         discounted; the fused scores, the candidates read, and the top_k order."""
         fused = fusion.reciprocal_rank((dense, lexical.ranking), self.config.rrf_k)
@@ -378,8 +409,15 @@ class Retriever:
         fusion.discount_superseded(fused, candidates)
         return fused, candidates, fusion.addresses_first(fused, lexical.addressed, top_k)
 
-    def _hits(self, order: list[str], candidates: dict[str, Chunk], fused: dict[str, float],
-              dense: list[tuple[str, float]], lexical: _LexicalArm, scope: Scope | None) -> list[Hit]:
+    def _hits(
+        self,
+        order: list[str],
+        candidates: dict[str, Chunk],
+        fused: dict[str, float],
+        dense: list[tuple[str, float]],
+        lexical: _LexicalArm,
+        scope: Scope | None,
+    ) -> list[Hit]:
         """The ordered chunks as hits, with each arm's rank and score and why it is there."""
         addressed = lexical.addressed
         dense_rank = {cid: i + 1 for i, (cid, _) in enumerate(dense)}
@@ -399,23 +437,33 @@ class Retriever:
                 reasons.append("address")
             if chunks[cid].superseded:
                 reasons.append("superseded")
-            hits.append(Hit(
-                chunk=chunks[cid], score=round(fused[cid] + addressed.get(cid, 0.0), 6),
-                dense_rank=dense_rank.get(cid), lexical_rank=lexical_rank.get(cid),
-                dense_score=dense_score.get(cid), lexical_score=lexical_score.get(cid),
-                reasons=reasons,
-            ))
+            hits.append(
+                Hit(
+                    chunk=chunks[cid],
+                    score=round(fused[cid] + addressed.get(cid, 0.0), 6),
+                    dense_rank=dense_rank.get(cid),
+                    lexical_rank=lexical_rank.get(cid),
+                    dense_score=dense_score.get(cid),
+                    lexical_score=lexical_score.get(cid),
+                    reasons=reasons,
+                )
+            )
         return hits
 
-    def _rerank(self, question: str, order: list[str], addressed: dict[str, float],
-                fused: dict[str, float], scope: Scope | None = None) -> list[str]:
+    def _rerank(
+        self,
+        question: str,
+        order: list[str],
+        addressed: dict[str, float],
+        fused: dict[str, float],
+        scope: Scope | None = None,
+    ) -> list[str]:
         """Rescore the top fused candidates with the cross-encoder; addresses stay first."""
         head = [c for c in order if c in addressed]
         pool = [c for c in sorted(fused, key=lambda c: -fused[c]) if c not in addressed][:RERANK_TOP_N]
         if not pool:
             return order
-        chunks = {c.chunk_id: c for c in self.store.get_chunks(pool)
-                  if scope is None or scope.allows(c.source)}
+        chunks = {c.chunk_id: c for c in self.store.get_chunks(pool) if scope is None or scope.allows(c.source)}
         pool = [c for c in pool if c in chunks]
         reranker = self.reranker
         assert reranker is not None, "the caller refuses rerank without a reranker"
@@ -433,8 +481,7 @@ class Retriever:
             vector = self.encode_query(retrieval.question)
         return self.store.window_scores(vector, [c.chunk_id for c in chunks])
 
-    def boundary_neighbour(self, chunk: Chunk, terms: Sequence[str],
-                           scope: Scope | None = None) -> Chunk | None:
+    def boundary_neighbour(self, chunk: Chunk, terms: Sequence[str], scope: Scope | None = None) -> Chunk | None:
         """The next (previous) chunk of the document when the question's words sit in the
         last (first) fifth of this one (search/retrieval.py). A neighbour is of the same
         document, so of the same scope; checked all the same."""

@@ -12,15 +12,7 @@ from typing import Protocol
 import numpy as np
 
 from search.scope import Scope
-from search.types import (
-    Chunk,
-    ChunkVersion,
-    DocumentRecord,
-    LexicalQuery,
-    ModelStamp,
-    Window,
-    WindowScore,
-)
+from search.types import Chunk, ChunkVersion, DocumentRecord, LexicalQuery, ModelStamp, Window, WindowScore
 
 
 class Store(Protocol):
@@ -39,9 +31,7 @@ class Store(Protocol):
     def document_hashes(self) -> dict[str, str]:
         """Content hash of every stored document, by source."""
 
-    def replace_document(
-        self, doc: DocumentRecord, chunks: Sequence[Chunk], windows: Sequence[Window]
-    ) -> None:
+    def replace_document(self, doc: DocumentRecord, chunks: Sequence[Chunk], windows: Sequence[Window]) -> None:
         """Atomically replace one document's chunks and vectors."""
 
     def delete_documents(self, sources: Iterable[str]) -> None:
@@ -79,16 +69,15 @@ class Store(Protocol):
     def lexical(self, query: LexicalQuery, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
         """Top-k chunk ids by BM25 over weighted term groups and phrases."""
 
-    def phrase_matches(self, phrase: Sequence[str], limit: int, *,
-                       scope: Scope | None = None) -> list[str]:
+    def phrase_matches(self, phrase: Sequence[str], limit: int, *, scope: Scope | None = None) -> list[str]:
         """Ids of chunks containing the tokens as an exact phrase (at most limit+1 returned)."""
 
-    def phrase_matches_many(self, phrases: Sequence[Sequence[str]], limit: int, *,
-                            scope: Scope | None = None) -> list[list[str]]:
+    def phrase_matches_many(
+        self, phrases: Sequence[Sequence[str]], limit: int, *, scope: Scope | None = None
+    ) -> list[list[str]]:
         """phrase_matches for each phrase, in order (one round trip where the store has them)."""
 
-    def spelling_candidates(self, terms: Sequence[str], *,
-                            scope: Scope | None = None) -> dict[str, list[str]]:
+    def spelling_candidates(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, list[str]]:
         """For each term, indexed words that may lie within two edits of it (a superset is
         allowed; the caller measures the distance). Never the whole vocabulary per call."""
 

@@ -43,17 +43,26 @@ class Support:
         return max(self.best_coverage, self.focus_coverage)
 
 
-def support_of(terms: list[str], dfs: dict[str, int], corrections: dict[str, str],
-               expansions: list[Expansion], hits: list[Hit], dense: list[tuple[str, float]],
-               addressed: dict[str, float], n_chunks: int,
-               null: calibration.NullDistribution | None, focused: Focus | None = None) -> Support:
+def support_of(
+    terms: list[str],
+    dfs: dict[str, int],
+    corrections: dict[str, str],
+    expansions: list[Expansion],
+    hits: list[Hit],
+    dense: list[tuple[str, float]],
+    addressed: dict[str, float],
+    n_chunks: int,
+    null: calibration.NullDistribution | None,
+    focused: Focus | None = None,
+) -> Support:
     """The gate's signals for one retrieval (`null`: the collection's calibration, when the
     dense arm ran; `focused`: the question's content, search.focus)."""
     dense_top = max((s for _, s in dense), default=0.0)
     held = [set(words(h.chunk.text)) for h in hits[:BEST_COVERAGE_HITS]]
     best_coverage = _best_coverage(terms, dfs, n_chunks, held)
-    focus_coverage = (_best_coverage(focused.terms, dfs, n_chunks, held)
-                      if focused is not None and focused.changed else best_coverage)
+    focus_coverage = (
+        _best_coverage(focused.terms, dfs, n_chunks, held) if focused is not None and focused.changed else best_coverage
+    )
     top_text = " ".join(h.chunk.text for h in hits[:3])
     present = set(words(top_text))
     alias_words = {w for e in expansions for w in words(e.expands_to)}
@@ -63,12 +72,17 @@ def support_of(terms: list[str], dfs: dict[str, int], corrections: dict[str, str
             covered += 1
     coverage = covered / len(terms) if terms else 0.0
     missing = [t for t in terms if dfs.get(t, 0) == 0 and t not in corrections]
-    return Support(round(dense_top, 4), round(coverage, 4), bool(addressed), missing,
-                   best_coverage=round(best_coverage, 4),
-                   dense_z=round(null.z(dense_top), 3) if null else None,
-                   null_mean=null.mean if null else None,
-                   focus_coverage=round(focus_coverage, 4),
-                   set_aside=list(focused.set_aside) if focused is not None else [])
+    return Support(
+        round(dense_top, 4),
+        round(coverage, 4),
+        bool(addressed),
+        missing,
+        best_coverage=round(best_coverage, 4),
+        dense_z=round(null.z(dense_top), 3) if null else None,
+        null_mean=null.mean if null else None,
+        focus_coverage=round(focus_coverage, 4),
+        set_aside=list(focused.set_aside) if focused is not None else [],
+    )
 
 
 def _best_coverage(terms: list[str], dfs: dict[str, int], n_chunks: int, held: list[set[str]]) -> float:

@@ -108,10 +108,11 @@ def name_like(text: str) -> set[str]:
     out: set[str] = set()
     for m in _WORD.finditer(text):
         tok = m.group(0)
-        if (any(c.isdigit() for c in tok)
-                or (any(c.isupper() for c in tok[1:]) and any(c.islower() for c in tok))
-                or (tok[0].isupper() and (tok.isupper() and len(tok) > 1
-                                          or not _starts_sentence(text, m.start())))):
+        if (
+            any(c.isdigit() for c in tok)
+            or (any(c.isupper() for c in tok[1:]) and any(c.islower() for c in tok))
+            or (tok[0].isupper() and (tok.isupper() and len(tok) > 1 or not _starts_sentence(text, m.start())))
+        ):
             out.add(fold(tok))
     return out
 

@@ -35,18 +35,27 @@ class ModelStamp:
         return same_model and (self.runtime == other.runtime or self.precision == "fp32")
 
     def describe(self) -> str:
-        return (f"{self.name} ({self.dims} dims, checksum {self.checksum[:12]}, "
-                f"{self.runtime} {self.precision})")
+        return f"{self.name} ({self.dims} dims, checksum {self.checksum[:12]}, {self.runtime} {self.precision})"
 
     def as_dict(self) -> dict[str, str | int]:
-        return {"name": self.name, "dims": self.dims, "checksum": self.checksum,
-                "runtime": self.runtime, "precision": self.precision}
+        return {
+            "name": self.name,
+            "dims": self.dims,
+            "checksum": self.checksum,
+            "runtime": self.runtime,
+            "precision": self.precision,
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> ModelStamp:
         """A stamp as a store wrote it (runtime and precision absent in older stores)."""
-        return cls(data["name"], int(data["dims"]), data["checksum"],
-                   data.get("runtime", "torch"), data.get("precision", "fp32"))
+        return cls(
+            data["name"],
+            int(data["dims"]),
+            data["checksum"],
+            data.get("runtime", "torch"),
+            data.get("precision", "fp32"),
+        )
 
     def check_widths(self, windows: Sequence[Window]) -> None:
         """Refuse a batch holding a vector of any other width than this model's."""
@@ -119,7 +128,7 @@ class Chunk:
             return " ".join(self.heading_path)
         seen: list[str] = list(self.heading_path)
         for s in self.sections:
-            seen += [h for h in s.heading_path[len(self.heading_path):] if h not in seen]
+            seen += [h for h in s.heading_path[len(self.heading_path) :] if h not in seen]
         return " ".join(seen)
 
     def without_overlap_prev(self) -> str:
@@ -136,8 +145,7 @@ def sections_as_data(sections: Sequence[ChunkSection]) -> list[dict] | None:
 
 def sections_from_data(data: Sequence[dict] | None) -> tuple[ChunkSection, ...]:
     """A chunk's sections from what a store kept (None or absent: a chunk of one section)."""
-    return tuple(ChunkSection(int(d["start"]), tuple(d.get("heading_path") or ()), d.get("anchor"))
-                 for d in data or ())
+    return tuple(ChunkSection(int(d["start"]), tuple(d.get("heading_path") or ()), d.get("anchor")) for d in data or ())
 
 
 def common_prefix(paths: Sequence[tuple[str, ...]]) -> tuple[str, ...]:

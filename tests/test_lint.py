@@ -1,4 +1,4 @@
-"""The linter and the type checker pass over bot, ingest and search (as docs/getting-started.md
+"""The linter, the formatter's check and the type checker pass over bot, ingest and search (as docs/getting-started.md
 asks before a commit), so CI fails on a new finding instead of letting them pile up."""
 
 from __future__ import annotations
@@ -18,6 +18,11 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_ruff_finds_nothing():
     result = _run("ruff", "check", "bot", "ingest", "search")
     assert result.returncode == 0, f"ruff check failed:\n{result.stdout}{result.stderr}"
+
+
+def test_the_code_is_as_ruff_formats_it():
+    result = _run("ruff", "format", "--check", "bot", "ingest", "search")
+    assert result.returncode == 0, f"run `ruff format bot ingest search`:\n{result.stdout}{result.stderr}"
 
 
 def test_mypy_finds_nothing():

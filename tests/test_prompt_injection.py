@@ -22,7 +22,13 @@ from hypothesis import strategies as st
 from bot.answer.checks import quote_in
 from bot.answer.claude import FALLBACK
 from bot.answer.passages import Passage
-from bot.answer.prompt import answer_prompt, condense_prompt, echoed_refusal, judge_prompt, neutralise
+from bot.answer.prompt import (
+    answer_prompt,
+    condense_prompt,
+    echoed_refusal,
+    judge_prompt,
+    neutralise,
+)
 from bot.memory.state import PriorTurn
 from bot.settings import load_settings
 from bot.testing.anthropic_standin import message, passages_in, running

@@ -13,8 +13,8 @@ from ingest.document import LoadedDocument, Paragraph, Section
 from ingest.loaders import load_html, load_markdown
 from search.embedded import EmbeddedStore
 from search.types import common_prefix
-from tests.test_ingest_links import SPHINX_LIKE
 from tests.elastic_support import es_alias, es_url  # noqa: F401 (fixtures)
+from tests.test_ingest_links import SPHINX_LIKE
 from tests.test_store_contract import E1, STAMP, backend, make_doc  # noqa: F401 (backend: a fixture)
 
 

@@ -11,7 +11,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.slack.shape import problem
-from bot.testing.slack_standin import SlackSender
+from bot.testing.slack_sender import SlackSender
 from tests.slack_harness import CHANNEL, QUESTION, USER, mention
 from tests.test_slack_hostile import raw_post, signed_headers
 

@@ -13,7 +13,8 @@ from bot.slack.recall import TURN_EVENT
 from bot.slack.render import (
     ACTION_WHY,
 )
-from bot.testing.slack_standin import BOT_ID, BOT_USER_ID, SlackSender
+from bot.testing.slack_sender import SlackSender
+from bot.testing.slack_standin import BOT_ID, BOT_USER_ID
 from tests.conftest import real_redis_url
 from tests.slack_harness import (
     ACK_LIMIT_S,

@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.slack.server import MAX_BODY_BYTES
-from bot.testing.slack_standin import BOT_USER_ID, SIGNING_SECRET, SlackSender
+from bot.testing.slack_sender import SlackSender
+from bot.testing.slack_standin import BOT_USER_ID, SIGNING_SECRET
 from tests.slack_harness import CHANNEL, USER, posts_in_thread
 
 HYPOTHESIS = settings(derandomize=True, database=None, deadline=None, max_examples=40,

@@ -31,7 +31,8 @@ from bot.testing.slack_oauth_standin import (
     Team,
     envelope,
 )
-from bot.testing.slack_standin import SIGNING_SECRET, SlackSender
+from bot.testing.slack_sender import SlackSender
+from bot.testing.slack_standin import SIGNING_SECRET
 from bot.wiring import Components, build_bot
 from search.embedded import EmbeddedStore
 from search.errors import ConfigError

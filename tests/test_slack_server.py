@@ -17,7 +17,8 @@ import uuid
 import pytest
 
 from bot.settings import load_settings
-from bot.testing.slack_standin import BOT_TOKEN, SIGNING_SECRET, SlackSender
+from bot.testing.slack_sender import SlackSender
+from bot.testing.slack_standin import BOT_TOKEN, SIGNING_SECRET
 from bot.wiring import Components, serve
 from search.errors import ConfigError
 from tests.conftest import REPO, real_redis_url

@@ -15,8 +15,15 @@ from bot.slack.recall import TURN_EVENT
 from bot.slack.render import ACTION_WHY, escape
 from bot.slack.split import MARKDOWN_MAX
 from bot.slack.stream import STATUS
-from bot.testing.anthropic_standin import AnthropicStandIn, RecordedRequest, Reply, message, passages_in, running
 from bot.testing import slack_streams
+from bot.testing.anthropic_standin import (
+    AnthropicStandIn,
+    RecordedRequest,
+    Reply,
+    message,
+    passages_in,
+    running,
+)
 from bot.testing.slack_standin import SlackStandIn
 from tests.slack_harness import (
     CHANNEL,

@@ -30,15 +30,25 @@ log = structlog.get_logger("citebot.admin")
 PREFIX = "/admin"
 DEFAULT_SINCE = "7d"
 MAX_FORM_BYTES = 4096  # the login form holds one token
-HEADERS = [("Content-Security-Policy", ("default-src 'none'; style-src 'unsafe-inline'; "
-            "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")),
-           ("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-store"),
-           ("Referrer-Policy", "no-referrer")]
+HEADERS = [
+    (
+        "Content-Security-Policy",
+        ("default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    ),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Cache-Control", "no-store"),
+    ("Referrer-Policy", "no-referrer"),
+]
 WsgiApp = Callable[..., Iterable[bytes]]
 
 
-def _send(start_response: Callable[..., Any], status: str, body: str, ctype: str = "text/html",
-          extra: list[tuple[str, str]] | None = None) -> Iterable[bytes]:
+def _send(
+    start_response: Callable[..., Any],
+    status: str,
+    body: str,
+    ctype: str = "text/html",
+    extra: list[tuple[str, str]] | None = None,
+) -> Iterable[bytes]:
     start_response(status, [("Content-Type", f"{ctype}; charset=utf-8"), *HEADERS, *(extra or [])])
     return [body.encode("utf-8")]
 
@@ -74,8 +84,13 @@ class AdminPages:
         access = self.gate.access(environ)
         if access is None:
             log.info("admin_refused", path=path[:100])
-            return _send(start_response, "401 Unauthorized", "unauthorized: sign in at /admin/login",
-                         "text/plain", [("WWW-Authenticate", 'Bearer realm="citebot admin"')])
+            return _send(
+                start_response,
+                "401 Unauthorized",
+                "unauthorized: sign in at /admin/login",
+                "text/plain",
+                [("WWW-Authenticate", 'Bearer realm="citebot admin"')],
+            )
         query = parse_qs(str(environ.get("QUERY_STRING") or ""))
         try:
             label = (query.get("since") or [DEFAULT_SINCE])[0]
@@ -87,26 +102,38 @@ class AdminPages:
         except CitebotError as exc:  # the store or the turn log cannot be read: say so
             log.error("admin_page_failed", path=path[:100], error=str(exc))
             status, title, body = "503 Service Unavailable", "Unavailable", f"<p>{pages.e(exc)}</p>"
-        note = (f"Channel {access.channel} only: its turns and the sources its scope may read."
-                if access.channel else "Every channel.")
+        note = (
+            f"Channel {access.channel} only: its turns and the sources its scope may read."
+            if access.channel
+            else "Every channel."
+        )
         return _send(start_response, status, pages.page(title, body, note))
 
-    def _page(self, path: str, access: Access, period: Any, label: str,
-              query: dict[str, list[str]]) -> tuple[str, str, str]:
+    def _page(
+        self, path: str, access: Access, period: Any, label: str, query: dict[str, list[str]]
+    ) -> tuple[str, str, str]:
         r = self.reader
         if path in (PREFIX, PREFIX + "/"):
             records = r.turns(access, period)
             now = r.clock()
             sources = r.sources(access)
             store = r.store()
-            body = pages.overview(r.gaps(access, period), data.per_day(records, now - period, now),
-                                  data.coverage(store, sources, records, r.allows(access)),
-                                  data.ingest_history(store, sources), label)
+            body = pages.overview(
+                r.gaps(access, period),
+                data.per_day(records, now - period, now),
+                data.coverage(store, sources, records, r.allows(access)),
+                data.ingest_history(store, sources),
+                label,
+            )
             return "200 OK", "citebot for document owners", body
         if path == PREFIX + "/turns":
             which = (query.get("filter") or ["all"])[0]
             if which not in data.FILTERS:
-                return "400 Bad Request", "Turns", f"<p>No filter {pages.e(which)}: use one of {', '.join(data.FILTERS)}.</p>"
+                return (
+                    "400 Bad Request",
+                    "Turns",
+                    f"<p>No filter {pages.e(which)}: use one of {', '.join(data.FILTERS)}.</p>",
+                )
             records = r.turns(access, period)
             stale = r.stale_turns(access, records)
             rows = data.filtered(records, which, stale)
@@ -143,8 +170,9 @@ class AdminPages:
             return _send(start_response, "401 Unauthorized", pages.login_form("That token is not one of /admin's."))
         log.info("admin_login")
         target = _safe_next((query.get("next") or [PREFIX])[0])
-        return _send(start_response, "303 See Other", "signed in", "text/plain",
-                     [("Set-Cookie", cookie), ("Location", target)])
+        return _send(
+            start_response, "303 See Other", "signed in", "text/plain", [("Set-Cookie", cookie), ("Location", target)]
+        )
 
 
 def admin_pages(tokens: list[tuple[str, str | None]] | None, reader: data.Reader) -> Callable[[WsgiApp], WsgiApp]:
@@ -152,11 +180,13 @@ def admin_pages(tokens: list[tuple[str, str | None]] | None, reader: data.Reader
 
     def wrap(inner: WsgiApp) -> WsgiApp:
         if not tokens:
+
             def off(environ: dict, start_response: Callable[..., Any]) -> Iterable[bytes]:
                 path = str(environ.get("PATH_INFO") or "")
                 if path == PREFIX or path.startswith(PREFIX + "/"):
                     return _send(start_response, "404 Not Found", "not found", "text/plain")
                 return inner(environ, start_response)
+
             return off
         return AdminPages(Gate(tokens), reader, inner)
 

@@ -45,8 +45,7 @@ def _sign(token: str, message: str) -> str:
 class Gate:
     """Checks requests against the configured tokens; `clock` is injectable for tests."""
 
-    def __init__(self, tokens: Sequence[tuple[str, str | None]],
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, tokens: Sequence[tuple[str, str | None]], clock: Callable[[], float] = time.time) -> None:
         self._tokens = list(tokens)
         self._by_id = {_token_id(t): (t, ch) for t, ch in tokens}
         self._clock = clock
@@ -66,8 +65,7 @@ class Gate:
             return None
         message = f"v1.{_token_id(presented)}.{int(self._clock()) + COOKIE_MAX_AGE_S}"
         value = f"{message}.{_sign(presented, message)}"
-        return (f"{COOKIE}={value}; Path=/admin; Max-Age={COOKIE_MAX_AGE_S}; HttpOnly; "
-                "SameSite=Strict")
+        return f"{COOKIE}={value}; Path=/admin; Max-Age={COOKIE_MAX_AGE_S}; HttpOnly; SameSite=Strict"
 
     def by_cookie(self, value: str) -> Access | None:
         parts = value.split(".")

@@ -54,17 +54,24 @@ class Reader:
     def turns(self, access: Access, period: timedelta) -> list[dict[str, Any]]:
         """The period's turns, oldest first (only the channel's, for a bound access)."""
         since = (self.clock() - period).isoformat()
-        return [r for r in self.turnlog.turns_since(since)
-                if access.channel is None or r.get("channel") == access.channel]
+        return [
+            r for r in self.turnlog.turns_since(since) if access.channel is None or r.get("channel") == access.channel
+        ]
 
     def gaps(self, access: Access, period: timedelta) -> dict[str, Any]:
         store = self.store()
         stamp = store.stamp()
         scope = self.scope(access)
         return build_report(
-            self.turnlog, store, self.encode, period=period,
+            self.turnlog,
+            store,
+            self.encode,
+            period=period,
             channels=[access.channel] if access.channel else (),
-            scope_of=(lambda _c: scope), now=self.clock(), dims=stamp.dims if stamp else None)
+            scope_of=(lambda _c: scope),
+            now=self.clock(),
+            dims=stamp.dims if stamp else None,
+        )
 
     def stale_turns(self, access: Access, records: Iterable[dict[str, Any]]) -> set[str]:
         allows = self.allows(access)
@@ -128,8 +135,9 @@ def _nearest_source(record: dict[str, Any]) -> str | None:
     return str(shown[0].get("source")) if shown and shown[0].get("source") else None
 
 
-def coverage(store: Store, sources: Sequence[str], records: Iterable[dict[str, Any]],
-             allows: Callable[[str], bool]) -> list[dict[str, Any]]:
+def coverage(
+    store: Store, sources: Sequence[str], records: Iterable[dict[str, Any]], allows: Callable[[str], bool]
+) -> list[dict[str, Any]]:
     """Per folder: documents, chunks, turns of the period that cited it, and turns not
     answered well whose nearest passage was in it (where a gap's answer may belong)."""
     rows: dict[str, Counter] = {}
@@ -143,8 +151,9 @@ def coverage(store: Store, sources: Sequence[str], records: Iterable[dict[str, A
         near = _nearest_source(r)
         if near and allows(near) and outcome(r) not in (ANSWERED, FAILED):
             rows.setdefault(folder_of(near), Counter())["gaps"] += 1
-    return [{"folder": f, **{k: c[k] for k in ("documents", "chunks", "cited", "gaps")}}
-            for f, c in sorted(rows.items())]
+    return [
+        {"folder": f, **{k: c[k] for k in ("documents", "chunks", "cited", "gaps")}} for f, c in sorted(rows.items())
+    ]
 
 
 def ingest_history(store: Store, sources: Sequence[str]) -> dict[str, Any]:
@@ -163,6 +172,9 @@ def ingest_history(store: Store, sources: Sequence[str]) -> dict[str, Any]:
         documents.setdefault(day, set()).add(v.source)
     days = sorted(chunks, reverse=True)[:HISTORY_DAYS]
     stamp = store.stamp()
-    return {"days": [{"day": d, "chunks": chunks[d], "documents": len(documents[d])} for d in days],
-            "unrecorded": unknown, "model": stamp.describe() if stamp else None,
-            "documents": len(sources)}
+    return {
+        "days": [{"day": d, "chunks": chunks[d], "documents": len(documents[d])} for d in days],
+        "unrecorded": unknown,
+        "model": stamp.describe() if stamp else None,
+        "documents": len(sources),
+    }

@@ -76,8 +76,12 @@ class RedisClaims:
 def message(report: dict[str, Any], admin_url: str | None) -> str:
     """The digest's text (Slack mrkdwn; questions escaped)."""
     topics = report["topics"][:TOPICS]
-    lines = [(f"*What citebot could not answer well this week* — {len(report['topics'])} topic(s), "
-             f"{len(report['stale'])} stale citation(s)")]
+    lines = [
+        (
+            f"*What citebot could not answer well this week* — {len(report['topics'])} topic(s), "
+            f"{len(report['stale'])} stale citation(s)"
+        )
+    ]
     for n, t in enumerate(topics, 1):
         example = f" — “{escape(t['questions'][0]['question'])}”" if t["questions"] else ""
         where = f" (nearest: {escape(t['nearest'][0]['source'])})" if t["nearest"] else ""
@@ -90,10 +94,17 @@ def message(report: dict[str, Any], admin_url: str | None) -> str:
 
 
 class WeeklyDigest:
-    def __init__(self, *, channel: str, post: Callable[[str, str], None],
-                 report: Callable[[timedelta, datetime], dict[str, Any]], claims: Any, admin_url: str | None,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-                 every_s: float = CHECK_EVERY_S) -> None:
+    def __init__(
+        self,
+        *,
+        channel: str,
+        post: Callable[[str, str], None],
+        report: Callable[[timedelta, datetime], dict[str, Any]],
+        claims: Any,
+        admin_url: str | None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        every_s: float = CHECK_EVERY_S,
+    ) -> None:
         self.channel = channel
         self.post = post  # (channel, text)
         self.report = report  # (period, until) -> the gaps report

@@ -13,9 +13,12 @@ from bot.settings import admin_tokens
 
 
 def reader_for(components: Any) -> Reader:
-    return Reader(turnlog=components.turnlog, store=components.reading_store,
-                  encode=lambda texts: components.embedder.encode_texts(texts),
-                  scope_of=lambda channel: components.scopes.for_channel(channel).scope)
+    return Reader(
+        turnlog=components.turnlog,
+        store=components.reading_store,
+        encode=lambda texts: components.embedder.encode_texts(texts),
+        scope_of=lambda channel: components.scopes.for_channel(channel).scope,
+    )
 
 
 def admin_for(components: Any) -> Any:
@@ -38,11 +41,22 @@ def digest_for(components: Any, client: Any, **kwargs: Any) -> WeeklyDigest | No
         # Only sources the digest channel's scope may read are named; its questions come
         # from every channel (the channel is the owners' own).
         scope = reader.scope_of(settings.gaps_channel)
-        return build_report(components.turnlog, store, reader.encode, period=period,
-                            scope_of=lambda _c: scope, dims=stamp.dims if stamp else None, now=now)
+        return build_report(
+            components.turnlog,
+            store,
+            reader.encode,
+            period=period,
+            scope_of=lambda _c: scope,
+            dims=stamp.dims if stamp else None,
+            now=now,
+        )
 
-    claims = (RedisClaims(components.redis, components.prefix) if components.redis is not None
-              else InProcessClaims())
-    return WeeklyDigest(channel=settings.gaps_channel, claims=claims, admin_url=settings.admin_url,
-                        post=lambda channel, text: client.chat_postMessage(channel=channel, text=text),
-                        report=report, **kwargs)
+    claims = RedisClaims(components.redis, components.prefix) if components.redis is not None else InProcessClaims()
+    return WeeklyDigest(
+        channel=settings.gaps_channel,
+        claims=claims,
+        admin_url=settings.admin_url,
+        post=lambda channel, text: client.chat_postMessage(channel=channel, text=text),
+        report=report,
+        **kwargs,
+    )

@@ -27,8 +27,11 @@ ELLIPSIS = "\u2026"  # the one sentinel every ellipsis form becomes
 # Every quote mark, straight or curly, single or double, reads as one: the extractive
 # composer quotes a source's "inner" quotation as 'inner' (bot/answer/quoting.py), and a
 # model may do the same.
-_QUOTES = {c: "'" for c in '"\u2018\u2019\u201a\u201b\u2032\u2035\u0060\u00b4'
-           "\u201c\u201d\u201e\u201f\u2033\u2036\u00ab\u00bb\u301d\u301e"}
+_QUOTES = {
+    c: "'"
+    for c in '"\u2018\u2019\u201a\u201b\u2032\u2035\u0060\u00b4'
+    "\u201c\u201d\u201e\u201f\u2033\u2036\u00ab\u00bb\u301d\u301e"
+}
 # The whole dash range: hyphen, non-breaking hyphen, figure dash, en, em, horizontal bar,
 # minus, small and full-width hyphen-minus.
 _DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d\u2e3a\u2e3b"
@@ -146,10 +149,20 @@ class ClaimReport:
             "judged": sum(1 for c in self.claims if c.supported is not None),
             "unsupported": sum(1 for c in self.claims if c.supported is False),
             "unjudged": sum(1 for c in self.claims if c.supported is None),
-            "model": self.model, "calls": self.calls, "usage": dict(self.usage),
-            "latency_ms": self.latency_ms, "errors": list(self.errors),
-            "items": [{"sentence": c.sentence, "markers": [f"[{n}]" for n in c.numbers],
-                       "supported": c.supported, "reason": c.reason} for c in self.claims],
+            "model": self.model,
+            "calls": self.calls,
+            "usage": dict(self.usage),
+            "latency_ms": self.latency_ms,
+            "errors": list(self.errors),
+            "items": [
+                {
+                    "sentence": c.sentence,
+                    "markers": [f"[{n}]" for n in c.numbers],
+                    "supported": c.supported,
+                    "reason": c.reason,
+                }
+                for c in self.claims
+            ],
         }
 
 
@@ -171,9 +184,11 @@ class CheckReport:
 
     @property
     def failures(self) -> int:
-        return (sum(1 for c in self.citations if not (c.resolved and c.retrieved))
-                + sum(1 for q in self.quotes if not q.verified)
-                + sum(1 for c in self.claims if c.supported is False))
+        return (
+            sum(1 for c in self.citations if not (c.resolved and c.retrieved))
+            + sum(1 for q in self.quotes if not q.verified)
+            + sum(1 for c in self.claims if c.supported is False)
+        )
 
 
 @dataclass(frozen=True)
@@ -205,7 +220,7 @@ def cited_sentences(answer: str) -> list[CitedSentence]:
     counted, straight, opening, closing = 0, 0, 0, 0
     for m in sentences.ends(answer):
         blank_line = not m.group(0).strip() and m.group(0) != "\n"
-        piece, counted = answer[counted:m.end()], m.end()
+        piece, counted = answer[counted : m.end()], m.end()
         straight += piece.count('"')
         opening += piece.count("\u201c")
         closing += piece.count("\u201d")
@@ -229,9 +244,7 @@ def cited_sentences(answer: str) -> list[CitedSentence]:
     return out
 
 
-def check_answer(
-    answer: str, passages: dict[int, tuple[str, str]], retrieved_ids: set[str]
-) -> CheckReport:
+def check_answer(answer: str, passages: dict[int, tuple[str, str]], retrieved_ids: set[str]) -> CheckReport:
     """Check an answer against the passages given this turn.
 
     passages maps N to (chunk_id, passage text as given); retrieved_ids is every chunk
@@ -242,10 +255,16 @@ def check_answer(
         n = int(m.group(1))
         given = passages.get(n)
         chunk_id = given[0] if given else None
-        report.citations.append(CitationCheck(
-            marker=m.group(0), number=n, chunk_id=chunk_id, resolved=given is not None,
-            retrieved=chunk_id in retrieved_ids if chunk_id else False, start=m.start(),
-        ))
+        report.citations.append(
+            CitationCheck(
+                marker=m.group(0),
+                number=n,
+                chunk_id=chunk_id,
+                resolved=given is not None,
+                retrieved=chunk_id in retrieved_ids if chunk_id else False,
+                start=m.start(),
+            )
+        )
     for m in QUOTE_RE.finditer(answer):
         quote = m.group(1)
         for marker in MARKER_RE.finditer(m.group(2)):
@@ -255,13 +274,19 @@ def check_answer(
             found_in = None
             if not verified:
                 found_in = next(
-                    (k for k, (_, text) in sorted(passages.items()) if k != n and quote_in(quote, text)),
-                    None,
+                    (k for k, (_, text) in sorted(passages.items()) if k != n and quote_in(quote, text)), None
                 )
-            report.quotes.append(QuoteCheck(
-                text=quote, number=n, chunk_id=given[0] if given else None, verified=verified,
-                found_in=found_in, start=m.start(), end=m.end(),
-            ))
+            report.quotes.append(
+                QuoteCheck(
+                    text=quote,
+                    number=n,
+                    chunk_id=given[0] if given else None,
+                    verified=verified,
+                    found_in=found_in,
+                    start=m.start(),
+                    end=m.end(),
+                )
+            )
     return report
 
 

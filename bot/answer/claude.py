@@ -101,8 +101,9 @@ def reply_text(message: Any) -> str:
     content = getattr(message, "content", None)
     if not isinstance(content, list) or not content:
         raise ComposeError("the model's reply was malformed: it held no content")
-    texts = [b.text for b in content
-             if getattr(b, "type", None) == "text" and isinstance(getattr(b, "text", None), str)]
+    texts = [
+        b.text for b in content if getattr(b, "type", None) == "text" and isinstance(getattr(b, "text", None), str)
+    ]
     if not texts:
         kinds = sorted({str(getattr(b, "type", "?")) for b in content})
         raise ComposeError(f"the model's reply was malformed: no text block (got {', '.join(kinds)})")
@@ -171,8 +172,13 @@ class Messages:
         return wait * (1 - BACKOFF_JITTER * self.rng.random())
 
     def create(
-        self, prompt: Prompt, max_tokens: int, errors: list[str], *,
-        purpose: str, deadline: float | None = None,
+        self,
+        prompt: Prompt,
+        max_tokens: int,
+        errors: list[str],
+        *,
+        purpose: str,
+        deadline: float | None = None,
         on_text: Callable[[str], None] | None = None,
     ) -> Exchange:
         """One reply, retried within the budget; ComposeError once it cannot be had.
@@ -191,15 +197,19 @@ class Messages:
             if remaining < MIN_ATTEMPT_S:
                 last = errors[-1] if errors else "no attempt made"
                 raise ComposeError(
-                    f"no time left in the {self.budget_s:g} s budget after {attempt} attempt(s) ({last})")
+                    f"no time left in the {self.budget_s:g} s budget after {attempt} attempt(s) ({last})"
+                )
             attempt += 1
             timeout = min(self.timeout_s, remaining)
             wait: float | None = None
             try:
                 if on_text is None:
                     message = self.client.messages.create(
-                        model=self.model, max_tokens=max_tokens, system=prompt.system,
-                        messages=[{"role": "user", "content": prompt.user}], timeout=timeout,
+                        model=self.model,
+                        max_tokens=max_tokens,
+                        system=prompt.system,
+                        messages=[{"role": "user", "content": prompt.user}],
+                        timeout=timeout,
                     )
                 else:
                     message = self._stream(prompt, max_tokens, timeout, on_text, streamed)
@@ -229,18 +239,26 @@ class Messages:
             if wait + MIN_ATTEMPT_S >= left:
                 why = f"retry-after {wait:g} s exceeds" if asked else "no time left in"
                 log.warning("anthropic_gave_up", purpose=purpose, attempts=attempt, error=what)
-                raise ComposeError(
-                    f"{what}; gave up after {attempt} attempt(s): {why} the {self.budget_s:g} s budget")
-            log.warning("anthropic_retry", purpose=purpose, attempt=attempt, error=what,
-                        wait_s=round(wait, 3), retry_after=asked)
+                raise ComposeError(f"{what}; gave up after {attempt} attempt(s): {why} the {self.budget_s:g} s budget")
+            log.warning(
+                "anthropic_retry",
+                purpose=purpose,
+                attempt=attempt,
+                error=what,
+                wait_s=round(wait, 3),
+                retry_after=asked,
+            )
             self.sleep(wait)
 
-
-    def _stream(self, prompt: Prompt, max_tokens: int, timeout: float,
-                on_text: Callable[[str], None], streamed: list[str]) -> Any:
+    def _stream(
+        self, prompt: Prompt, max_tokens: int, timeout: float, on_text: Callable[[str], None], streamed: list[str]
+    ) -> Any:
         with self.client.messages.stream(
-            model=self.model, max_tokens=max_tokens, system=prompt.system,
-            messages=[{"role": "user", "content": prompt.user}], timeout=timeout,
+            model=self.model,
+            max_tokens=max_tokens,
+            system=prompt.system,
+            messages=[{"role": "user", "content": prompt.user}],
+            timeout=timeout,
         ) as stream:
             for text in stream.text_stream:
                 streamed.append(text)
@@ -278,8 +296,8 @@ class ModelClaimJudge:
             errors: list[str] = []
             try:
                 exchange = self.messages.create(
-                    judge_prompt(sentence.text, given), JUDGE_MAX_TOKENS, errors,
-                    purpose="judge", deadline=deadline)
+                    judge_prompt(sentence.text, given), JUDGE_MAX_TOKENS, errors, purpose="judge", deadline=deadline
+                )
                 report.calls += exchange.attempts
                 add_usage(report.usage, exchange.usage)
                 supported, reason = parse_verdict(reply_text(exchange.message))
@@ -289,14 +307,26 @@ class ModelClaimJudge:
             report.errors += errors
             if supported is None:
                 report.errors.append(f"{sentence.text[:60]!r}: {reason}")
-            report.claims.append(ClaimCheck(
-                sentence=sentence.text, numbers=[n for n, _ in given], start=sentence.start,
-                end=sentence.end, supported=supported, reason=reason))
+            report.claims.append(
+                ClaimCheck(
+                    sentence=sentence.text,
+                    numbers=[n for n, _ in given],
+                    start=sentence.start,
+                    end=sentence.end,
+                    supported=supported,
+                    reason=reason,
+                )
+            )
         report.latency_ms = round((self.messages.clock() - started) * 1000, 2)
-        log.info("claims_judged", claims=len(report.claims),
-                 unsupported=sum(1 for c in report.claims if c.supported is False),
-                 unjudged=sum(1 for c in report.claims if c.supported is None),
-                 calls=report.calls, usage=report.usage, latency_ms=report.latency_ms)
+        log.info(
+            "claims_judged",
+            claims=len(report.claims),
+            unsupported=sum(1 for c in report.claims if c.supported is False),
+            unjudged=sum(1 for c in report.claims if c.supported is None),
+            calls=report.calls,
+            usage=report.usage,
+            latency_ms=report.latency_ms,
+        )
         return report
 
 
@@ -304,8 +334,7 @@ class ClaudeComposer:
     """Answers with Claude from labelled passages; serves the fallback, labelled, when it cannot."""
 
     def __init__(
-        self, messages: Messages, fallback: Composer, *, max_tokens: int,
-        claim_judge: ModelClaimJudge | None = None,
+        self, messages: Messages, fallback: Composer, *, max_tokens: int, claim_judge: ModelClaimJudge | None = None
     ) -> None:
         self.messages = messages
         self.fallback = fallback
@@ -321,10 +350,15 @@ class ClaudeComposer:
 
     @classmethod
     def from_settings(cls, settings: Settings, *, fallback: Composer) -> ClaudeComposer:
-        messages = Messages(build_client(settings), settings.anthropic_model,
-                            settings.anthropic_timeout_s, settings.anthropic_budget_s)
-        return cls(messages, fallback, max_tokens=settings.anthropic_max_tokens,
-                   claim_judge=ModelClaimJudge(messages) if settings.claim_judge else None)
+        messages = Messages(
+            build_client(settings), settings.anthropic_model, settings.anthropic_timeout_s, settings.anthropic_budget_s
+        )
+        return cls(
+            messages,
+            fallback,
+            max_tokens=settings.anthropic_max_tokens,
+            claim_judge=ModelClaimJudge(messages) if settings.claim_judge else None,
+        )
 
     def compose(
         self,
@@ -332,7 +366,9 @@ class ClaudeComposer:
         passages: Sequence[Passage],
         definitions: Sequence[GlossaryEntry],
         aliases: Sequence[Expansion],
-        on_text: Callable[[str], None] | None = None, *, closest: bool = False,
+        on_text: Callable[[str], None] | None = None,
+        *,
+        closest: bool = False,
     ) -> Composition:
         """The answer, streamed to `on_text`; `closest`: the prompt says the evidence is weak."""
         prompt = answer_prompt(question, passages, definitions, aliases, closest=closest)
@@ -340,20 +376,23 @@ class ClaudeComposer:
         started = self.messages.clock()
         usage: dict[str, int] = {}
         try:
-            exchange = self.messages.create(prompt, self.max_tokens, errors, purpose="answer",
-                                            on_text=on_text)
+            exchange = self.messages.create(prompt, self.max_tokens, errors, purpose="answer", on_text=on_text)
             usage = exchange.usage
             text = reply_text(exchange.message)
         except ComposeError as exc:
             model_ms = round((self.messages.clock() - started) * 1000, 2)
-            return self._fallback(str(exc), question, passages, definitions, aliases,
-                                  prompt, errors, usage, model_ms)
+            return self._fallback(str(exc), question, passages, definitions, aliases, prompt, errors, usage, model_ms)
         model_ms = exchange.elapsed_ms
         model = getattr(exchange.message, "model", None) or self.model
         stop = getattr(exchange.message, "stop_reason", None)
         comp = Composition(
-            text=text, composer=CLAUDE, model=model, usage=usage, prompt_chars=prompt.chars,
-            prompt=prompt.render(), errors=errors,
+            text=text,
+            composer=CLAUDE,
+            model=model,
+            usage=usage,
+            prompt_chars=prompt.chars,
+            prompt=prompt.render(),
+            errors=errors,
             timings_ms={"model": model_ms},
         )
         reason = parse_refusal(text)
@@ -363,8 +402,17 @@ class ClaudeComposer:
             errors.append(f"the reply repeated a {REFUSAL_TOKEN} line written in passage [{echoed}]")
             return self._fallback(
                 f"its reply repeated a {REFUSAL_TOKEN} line that passage [{echoed}] holds (document text, "
-                "not the model's judgement)", question, passages, definitions, aliases, prompt, errors,
-                usage, model_ms, backend_error=False)
+                "not the model's judgement)",
+                question,
+                passages,
+                definitions,
+                aliases,
+                prompt,
+                errors,
+                usage,
+                model_ms,
+                backend_error=False,
+            )
         if stop == "refusal":
             reason = reason or "the model declined to answer (stop_reason: refusal)"
         if reason is not None:
@@ -372,14 +420,31 @@ class ClaudeComposer:
         elif stop == "max_tokens":
             comp.errors.append(f"the answer was cut off at the {self.max_tokens}-token limit")
             comp.label = f"the model's answer was cut off at its {self.max_tokens}-token limit"
-        log.info("compose_done", model=model, refused=comp.refused, attempts=exchange.attempts,
-                 usage=usage, prompt_chars=prompt.chars, model_ms=model_ms, stop_reason=stop)
+        log.info(
+            "compose_done",
+            model=model,
+            refused=comp.refused,
+            attempts=exchange.attempts,
+            usage=usage,
+            prompt_chars=prompt.chars,
+            model_ms=model_ms,
+            stop_reason=stop,
+        )
         return comp
 
     def _fallback(
-        self, reason: str, question: str, passages: Sequence[Passage],
-        definitions: Sequence[GlossaryEntry], aliases: Sequence[Expansion], prompt: Prompt,
-        errors: list[str], usage: dict[str, int], model_ms: float, *, backend_error: bool = True,
+        self,
+        reason: str,
+        question: str,
+        passages: Sequence[Passage],
+        definitions: Sequence[GlossaryEntry],
+        aliases: Sequence[Expansion],
+        prompt: Prompt,
+        errors: list[str],
+        usage: dict[str, int],
+        model_ms: float,
+        *,
+        backend_error: bool = True,
     ) -> Composition:
         log.warning("compose_fallback", model=self.model, reason=reason, attempts=len(errors))
         if backend_error:
@@ -388,13 +453,17 @@ class ClaudeComposer:
         comp = self.fallback.compose(question, passages, definitions, aliases)
         own = comp.label or f"{comp.composer} answer"
         return Composition(
-            text=comp.text, composer=FALLBACK, refused=comp.refused,
-            refusal_reason=comp.refusal_reason, model=None,
+            text=comp.text,
+            composer=FALLBACK,
+            refused=comp.refused,
+            refusal_reason=comp.refusal_reason,
+            model=None,
             label=f"fallback: Claude ({self.model}) gave no usable answer — {reason}. Shown instead: {own}",
-            usage=usage, prompt_chars=prompt.chars, prompt=prompt.render(),
+            usage=usage,
+            prompt_chars=prompt.chars,
+            prompt=prompt.render(),
             errors=[*errors, f"fallback to {comp.composer}: {reason}", *comp.errors],
-            timings_ms={"model": model_ms,
-                        "fallback": round((self.messages.clock() - started) * 1000, 2)},
+            timings_ms={"model": model_ms, "fallback": round((self.messages.clock() - started) * 1000, 2)},
         )
 
     def condense(self, question: str, history: list[PriorTurn]) -> str:
@@ -404,8 +473,9 @@ class ClaudeComposer:
         errors: list[str] = []
         deadline = self.messages.clock() + self.messages.budget_s * CONDENSE_BUDGET_SHARE
         try:
-            exchange = self.messages.create(condense_prompt(question, history), CONDENSE_MAX_TOKENS,
-                                            errors, purpose="condense", deadline=deadline)
+            exchange = self.messages.create(
+                condense_prompt(question, history), CONDENSE_MAX_TOKENS, errors, purpose="condense", deadline=deadline
+            )
             text = reply_text(exchange.message)
         except ComposeError as exc:
             log.warning("condense_fallback", reason=str(exc))
@@ -415,6 +485,5 @@ class ClaudeComposer:
         if not line or len(line) > CONDENSE_MAX_CHARS:
             log.warning("condense_fallback", reason=f"unusable standalone question ({len(line)} chars)")
             return heuristic_condense(question, history)
-        log.info("condense_done", attempts=exchange.attempts, usage=exchange.usage,
-                 model_ms=exchange.elapsed_ms)
+        log.info("condense_done", attempts=exchange.attempts, usage=exchange.usage, model_ms=exchange.elapsed_ms)
         return line

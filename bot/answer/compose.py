@@ -195,9 +195,13 @@ class ExtractiveComposer:
 
     reads_windows = True  # the Answerer gives it Passage.windows (WINDOW_WEIGHT)
 
-    def __init__(self, encode_texts: Callable[[Sequence[str]], np.ndarray] | None,
-                 *, shortlist: int = SHORTLIST,
-                 encode_query: Callable[[str], np.ndarray] | None = None) -> None:
+    def __init__(
+        self,
+        encode_texts: Callable[[Sequence[str]], np.ndarray] | None,
+        *,
+        shortlist: int = SHORTLIST,
+        encode_query: Callable[[str], np.ndarray] | None = None,
+    ) -> None:
         self.encode_texts = encode_texts
         self.shortlist = shortlist
         # A question longer than EMBED_MAX_CHARS may not fit the model's window: it is
@@ -258,11 +262,15 @@ class ExtractiveComposer:
                 if number not in headings:
                     headings[number] = evidence(set(terms_of(c.passage.heading)))
                 cue = sum(1 for test in cues if test(c.text))
-                c.score = (LEXICAL_WEIGHT * c.words_score + PHRASE_WEIGHT * min(phrase, 2)
-                           + NEIGHBOUR_WEIGHT * max(neighbours, default=0.0)
-                           + HEADING_WEIGHT * headings[number] + CUE_WEIGHT * min(cue, 1)
-                           + WINDOW_WEIGHT * window_score(c)
-                           + (RANK_BONUS[number - 1] if number - 1 < len(RANK_BONUS) else 0.0))
+                c.score = (
+                    LEXICAL_WEIGHT * c.words_score
+                    + PHRASE_WEIGHT * min(phrase, 2)
+                    + NEIGHBOUR_WEIGHT * max(neighbours, default=0.0)
+                    + HEADING_WEIGHT * headings[number]
+                    + CUE_WEIGHT * min(cue, 1)
+                    + WINDOW_WEIGHT * window_score(c)
+                    + (RANK_BONUS[number - 1] if number - 1 < len(RANK_BONUS) else 0.0)
+                )
         quotable.sort(key=lambda c: -c.score)
         if self.encode_texts is not None and self.shortlist > 0:
             short = quotable[: self.shortlist]
@@ -286,7 +294,7 @@ class ExtractiveComposer:
             return chosen
         row = next(r for r in rows if r and r[0].passage.number == first.passage.number)
         for c in row[first.index + 1 : first.index + 1 + CUE_LOOKAHEAD]:
-            if "\n\n" in first.passage.text[first.end:c.start]:
+            if "\n\n" in first.passage.text[first.end : c.start]:
                 break
             if c.quotable and any(test(c.text) for test in need):
                 rest = [x for x in chosen[1:] if x is not c]
@@ -317,9 +325,13 @@ class ExtractiveComposer:
                     last += 1
                 elif _ANAPHOR.search(c.text) and first > 0 and row[first - 1].quotable:
                     first -= 1
-                elif (FOLLOW_ON and last + 1 < len(row) and row[last + 1].quotable
-                      and "\n\n" not in c.passage.text[c.end:row[last + 1].start]
-                      and row[last + 1].end - c.start <= LONG_QUOTE_CHARS):
+                elif (
+                    FOLLOW_ON
+                    and last + 1 < len(row)
+                    and row[last + 1].quotable
+                    and "\n\n" not in c.passage.text[c.end : row[last + 1].start]
+                    and row[last + 1].end - c.start <= LONG_QUOTE_CHARS
+                ):
                     last += 1
             merged = False
             for k, (n, a, b, s) in enumerate(spans):
@@ -332,7 +344,7 @@ class ExtractiveComposer:
         out = []
         for n, a, b, s in spans:
             row = by_passage[n]
-            text = quotation(row[a].passage.text[row[a].start:row[b].end])
+            text = quotation(row[a].passage.text[row[a].start : row[b].end])
             out.append(Sentence(n, text, row[a].start, row[b].end, s))
         return out
 
@@ -349,7 +361,9 @@ class ExtractiveComposer:
         picked = self.pick(question, passages, aliases)
         if not picked:
             return Composition(
-                text="", composer=EXTRACTIVE, refused=True,
+                text="",
+                composer=EXTRACTIVE,
+                refused=True,
                 refusal_reason="no sentence in the retrieved passages could be quoted",
             )
         by_number = {p.number: p for p in passages}

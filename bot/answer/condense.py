@@ -13,7 +13,9 @@ from search.text import content_words
 # Follow-up markers: a question that leans on the thread for its subject.
 _FOLLOW_UP = re.compile(
     r"^(and|but|also|so|what about|how about|then|why|same)\b|\b(it|its|they|them|their|that|"
-    r"this|those|these|he|she|his|her|there|one)\b", re.IGNORECASE)
+    r"this|those|these|he|she|his|her|there|one)\b",
+    re.IGNORECASE,
+)
 # A question of at most this many content words is too thin to stand alone in a thread.
 FOLLOW_UP_MAX_WORDS = 4
 

@@ -20,19 +20,30 @@ Test = Callable[[str], bool]
 
 _NUMBER_Q = re.compile(
     r"\b(how (many|much|long|big|large|often|fast|old|soon)|max(imum)?|min(imum)?|limit|size|"
-    r"number of|percent(age)?|what time|how far|timeout|threshold|default)\b", re.IGNORECASE)
+    r"number of|percent(age)?|what time|how far|timeout|threshold|default)\b",
+    re.IGNORECASE,
+)
 _WHO_Q = re.compile(r"\bwho(m|se)?\b", re.IGNORECASE)
 _WHEN_Q = re.compile(r"\b(when|what (day|date|time)|which day|deadline)\b", re.IGNORECASE)
 _WHERE_Q = re.compile(r"\b(where|(what|which) (place|room|floor|building|location|site))\b", re.IGNORECASE)
-_COMMAND_Q = re.compile(r"\b(command|how (do|can|should|would) (i|we|you)|how to|syntax|flag|"
-                        r"option|cli|run|invoke|type)\b", re.IGNORECASE)
-_HAS_NUMBER = re.compile(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|twelve|every|second|third|"
-                         r"hundred|thousand|million|billion|once|twice|daily|weekly|monthly|"
-                         r"hourly)\b", re.IGNORECASE)
-_HAS_TIME = re.compile(r"\d|\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
-                       r"january|february|march|april|may|june|july|august|september|october|"
-                       r"november|december|morning|evening|night|week|day|month|year|before|"
-                       r"after|until)\b", re.IGNORECASE)
+_COMMAND_Q = re.compile(
+    r"\b(command|how (do|can|should|would) (i|we|you)|how to|syntax|flag|"
+    r"option|cli|run|invoke|type)\b",
+    re.IGNORECASE,
+)
+_HAS_NUMBER = re.compile(
+    r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|twelve|every|second|third|"
+    r"hundred|thousand|million|billion|once|twice|daily|weekly|monthly|"
+    r"hourly)\b",
+    re.IGNORECASE,
+)
+_HAS_TIME = re.compile(
+    r"\d|\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+    r"january|february|march|april|may|june|july|august|september|october|"
+    r"november|december|morning|evening|night|week|day|month|year|before|"
+    r"after|until)\b",
+    re.IGNORECASE,
+)
 # A place: a spatial preposition or a word for a place, or "by/at/in/on" before a name or
 # a number ("by Dock 7", "in B12"); not "by pressing" or "at the end of the week".
 _HAS_PLACE = re.compile(
@@ -40,7 +51,8 @@ _HAS_PLACE = re.compile(
     r"downstairs|(north|south|east|west)(ern)? (side|end|wing)|(ground|first|second|third|top) "
     r"floor|basement|room|building|dock|gate|entrance|reception|lobby|corridor|car park|"
     r"point|yard|hall|desk|cabinet|shelf|drawer|directory|folder)\b)"
-    r"|\b(?:by|at|in|on) (?:the )?[A-Z0-9]")
+    r"|\b(?:by|at|in|on) (?:the )?[A-Z0-9]"
+)
 CODE = re.compile(r"`|\$ |--?[a-z][\w-]*|\w\(|\b[a-z]+_[a-z_]+\b|^\s*[a-z][\w.-]* [a-z-]+|[=<>|]{1,2}")
 _NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]+(?: [A-Z][a-z]+)+")
 _WORD = re.compile(r"\w+")

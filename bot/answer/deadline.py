@@ -22,8 +22,9 @@ import httpx2
 
 
 class _DeadlineStream(httpx2.SyncByteStream):
-    def __init__(self, inner: httpx2.SyncByteStream, deadline: float, request: httpx2.Request,
-                 timeout_s: float) -> None:
+    def __init__(
+        self, inner: httpx2.SyncByteStream, deadline: float, request: httpx2.Request, timeout_s: float
+    ) -> None:
         self._inner = inner
         self._deadline = deadline
         self._request = request
@@ -33,8 +34,7 @@ class _DeadlineStream(httpx2.SyncByteStream):
         for chunk in self._inner:
             if time.monotonic() > self._deadline:
                 self.close()
-                raise httpx2.ReadTimeout(
-                    f"the response took longer than {self._timeout_s:g} s", request=self._request)
+                raise httpx2.ReadTimeout(f"the response took longer than {self._timeout_s:g} s", request=self._request)
             yield chunk
 
     def close(self) -> None:

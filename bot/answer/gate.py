@@ -71,10 +71,15 @@ class Gate:
             near = support.dense_z >= self.closest_z_min
         if close:
             return Verdict(ANSWER)
-        baseline = (f", against {support.null_mean:.2f} for questions of random words of this collection"
-                    if support.null_mean is not None else "")
-        measured = (f"best similarity {support.dense_top:.2f}{baseline}; "
-                    f"{support.evidence:.0%} of its word weight in the best passage")
+        baseline = (
+            f", against {support.null_mean:.2f} for questions of random words of this collection"
+            if support.null_mean is not None
+            else ""
+        )
+        measured = (
+            f"best similarity {support.dense_top:.2f}{baseline}; "
+            f"{support.evidence:.0%} of its word weight in the best passage"
+        )
         if near or support.evidence >= self.closest_coverage_min:
             return Verdict(CLOSEST, f"the passages are on the topic but none is close to the question ({measured})")
         return Verdict(REFUSED, f"nothing in the collection is near the question ({measured})")

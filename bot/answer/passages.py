@@ -51,7 +51,9 @@ def strip_overlap(chunk: Chunk, previous: Chunk | None) -> str:
     """
     n = chunk.overlap_prev
     if (
-        previous is None or n <= 0 or previous.doc_id != chunk.doc_id
+        previous is None
+        or n <= 0
+        or previous.doc_id != chunk.doc_id
         or previous.ordinal != chunk.ordinal - 1
         or chunk.text[:n] != previous.text[len(previous.text) - n :]
     ):
@@ -64,14 +66,11 @@ def numbered(chunks: Sequence[Chunk]) -> list[Passage]:
     with the chunk before it in the document when that one is given too."""
     by_position = {(c.doc_id, c.ordinal): c for c in chunks}
     return [
-        Passage(i + 1, c, strip_overlap(c, by_position.get((c.doc_id, c.ordinal - 1))))
-        for i, c in enumerate(chunks)
+        Passage(i + 1, c, strip_overlap(c, by_position.get((c.doc_id, c.ordinal - 1)))) for i, c in enumerate(chunks)
     ]
 
 
-def select_passages(
-    hits: list[Hit], count: int, widen: Callable[[Chunk], Chunk | None] | None = None
-) -> list[Passage]:
+def select_passages(hits: list[Hit], count: int, widen: Callable[[Chunk], Chunk | None] | None = None) -> list[Passage]:
     """The top hits as numbered passages, in rank order; with `widen`, a hit cut at a
     boundary is followed by its neighbour (search.retrieval.given_chunks, the one widening
     a turn's retrieval does)."""
@@ -85,7 +84,10 @@ def with_windows(passages: Sequence[Passage], scores: Mapping[str, Sequence[Wind
     out = []
     for p in passages:
         cut = len(p.chunk.text) - len(p.text)
-        windows = tuple(WindowScore(max(0, w.start - cut), w.end - cut, w.score)
-                        for w in scores.get(p.chunk.chunk_id, ()) if w.end > cut)
+        windows = tuple(
+            WindowScore(max(0, w.start - cut), w.end - cut, w.score)
+            for w in scores.get(p.chunk.chunk_id, ())
+            if w.end > cut
+        )
         out.append(replace(p, windows=windows))
     return out

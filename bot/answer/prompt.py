@@ -39,8 +39,19 @@ SUPPORTED = "SUPPORTED"
 UNSUPPORTED = "UNSUPPORTED"
 
 # Tags the prompts use: inside document text they are neutralised (see module docstring).
-_OUR_TAGS = ("passages", "passage", "our_definitions", "our_definition", "our_alias_claims",
-             "our_alias_claim", "question", "earlier_turn", "answer", "follow_up", "sentence")
+_OUR_TAGS = (
+    "passages",
+    "passage",
+    "our_definitions",
+    "our_definition",
+    "our_alias_claims",
+    "our_alias_claim",
+    "question",
+    "earlier_turn",
+    "answer",
+    "follow_up",
+    "sentence",
+)
 # Characters a reader does not see: soft hyphen, combining grapheme joiner, Arabic letter
 # mark, Mongolian vowel separator, zero-width space/joiners and direction marks, word
 # joiner and invisible operators, BOM.
@@ -49,8 +60,10 @@ _GAP = f"[\\s{_INVISIBLE}]*"
 # "<" and what reads as it: full-width, small form, angle brackets.
 _OPEN = "<\uff1c\ufe64\u2329\u3008\u27e8"
 # Each letter of a name also in its full-width form (U+FF01-FF5E mirror ASCII), and "/" too.
-_NAMES = "|".join(f"[{_INVISIBLE}]*".join(f"[{re.escape(c)}{chr(ord(c) + 0xFEE0)}]" for c in name)
-                  for name in sorted(_OUR_TAGS, key=len, reverse=True))
+_NAMES = "|".join(
+    f"[{_INVISIBLE}]*".join(f"[{re.escape(c)}{chr(ord(c) + 0xFEE0)}]" for c in name)
+    for name in sorted(_OUR_TAGS, key=len, reverse=True)
+)
 # One gap, then the slash and a second gap only if there is a slash: two gaps in a row
 # could share a long run of blanks in n² ways, each tried before the name fails.
 _TAG_RE = re.compile(f"[{_OPEN}]({_GAP}(?:[/\uff0f]{_GAP})?(?:{_NAMES}))(?![\\w])", re.IGNORECASE)
@@ -174,8 +187,10 @@ def echoed_refusal(reason: str, passages: Sequence[tuple[int, str]]) -> int | No
 
 def passage_tag(number: int, source: str, heading: str, text: str, superseded: bool = False) -> str:
     status = ' status="superseded"' if superseded else ""
-    return (f'<passage id="{number}" source="{attribute(source)}" heading="{attribute(heading)}"'
-            f"{status}>{neutralise(text)}</passage>")
+    return (
+        f'<passage id="{number}" source="{attribute(source)}" heading="{attribute(heading)}"'
+        f"{status}>{neutralise(text)}</passage>"
+    )
 
 
 def cut_to(text: str, limit: int) -> str:
@@ -215,8 +230,14 @@ def answer_prompt(
     budget = _Budget()
     question_part = f"<question>{neutralise(cut_to(question, PROMPT_QUESTION_CHARS))}</question>"
     budget.take(question_part)
-    frame = ["<passages>", "</passages>", "<our_definitions>", "</our_definitions>",
-             "<our_alias_claims>", "</our_alias_claims>"]
+    frame = [
+        "<passages>",
+        "</passages>",
+        "<our_definitions>",
+        "</our_definitions>",
+        "<our_alias_claims>",
+        "</our_alias_claims>",
+    ]
     for part in frame:
         budget.take(part)
     given: list[str] = []
@@ -233,14 +254,15 @@ def answer_prompt(
                 continue
         given.append(tag)
     parts = ["<passages>", *given, "</passages>"]
-    defined = [f'<our_definition term="{attribute(d.term)}" alias="{attribute(d.alias)}">'
-               f"{neutralise(cut_to(d.definition or '', PROMPT_PASSAGE_CHARS))}</our_definition>"
-               for d in definitions]
+    defined = [
+        f'<our_definition term="{attribute(d.term)}" alias="{attribute(d.alias)}">'
+        f"{neutralise(cut_to(d.definition or '', PROMPT_PASSAGE_CHARS))}</our_definition>"
+        for d in definitions
+    ]
     defined = [d for d in defined if budget.take(d)]
     if defined:
         parts += ["<our_definitions>", *defined, "</our_definitions>"]
-    claims = [f'<our_alias_claim name="{attribute(a.found)}" means="{attribute(a.expands_to)}"/>'
-              for a in aliases]
+    claims = [f'<our_alias_claim name="{attribute(a.found)}" means="{attribute(a.expands_to)}"/>' for a in aliases]
     claims = [c for c in claims if budget.take(c)]
     if claims:
         parts += ["<our_alias_claims>", *claims, "</our_alias_claims>"]
@@ -253,8 +275,10 @@ def condense_prompt(question: str, history: Sequence[PriorTurn]) -> Prompt:
     parts = []
     for turn in list(history)[-CONDENSE_TURNS:]:
         answer = turn.answer[:CONDENSE_ANSWER_CHARS] + ("…" if len(turn.answer) > CONDENSE_ANSWER_CHARS else "")
-        parts.append(f"<earlier_turn><question>{neutralise(cut_to(turn.condensed, PROMPT_QUESTION_CHARS))}"
-                     f"</question><answer>{neutralise(answer)}</answer></earlier_turn>")
+        parts.append(
+            f"<earlier_turn><question>{neutralise(cut_to(turn.condensed, PROMPT_QUESTION_CHARS))}"
+            f"</question><answer>{neutralise(answer)}</answer></earlier_turn>"
+        )
     parts.append(f"<follow_up>{neutralise(cut_to(question, PROMPT_QUESTION_CHARS))}</follow_up>")
     return Prompt(CONDENSE_SYSTEM, "\n".join(parts))
 

@@ -100,11 +100,19 @@ class TurnRecord:
     def contract_json(self) -> dict[str, Any]:
         """The `citebot ask --json` contract (docs/contracts.md), plus a few extra fields."""
         return {
-            "turn_id": self.turn_id, "answer": self.answer, "refused": self.refused,
-            "outcome": self.outcome, "closest_reason": self.closest_reason,
-            "citations": self.citations, "quotes": self.quotes, "timings_ms": self.timings_ms,
-            "refusal_reason": self.refusal_reason, "unsupported": self.unsupported,
-            "label": self.label, "passages": self.passages, "error": self.error,
+            "turn_id": self.turn_id,
+            "answer": self.answer,
+            "refused": self.refused,
+            "outcome": self.outcome,
+            "closest_reason": self.closest_reason,
+            "citations": self.citations,
+            "quotes": self.quotes,
+            "timings_ms": self.timings_ms,
+            "refusal_reason": self.refusal_reason,
+            "unsupported": self.unsupported,
+            "label": self.label,
+            "passages": self.passages,
+            "error": self.error,
         }
 
 
@@ -132,7 +140,6 @@ class LoggedTurn:
         if "outcome" not in raw:  # logged before there were three outcomes
             record.outcome = "error" if record.error else "refused" if record.refused else "answer"
         feedback = tuple(
-            Feedback(str(f.get("at", "")), f.get("user"), str(f.get("value", "")))
-            for f in raw.get("feedback") or []
+            Feedback(str(f.get("at", "")), f.get("user"), str(f.get("value", ""))) for f in raw.get("feedback") or []
         )
         return cls(record, feedback)

@@ -44,7 +44,7 @@ _LEAD = re.compile(r"^\s*\W*")  # what the refusal format allows before its toke
 def may_be_refusal(text: str) -> bool:
     """Whether the reply so far is, or may still become, `NOT_COVERED: …`."""
     head = _LEAD.sub("", text, count=1)
-    return REFUSAL_TOKEN.startswith(head[:len(REFUSAL_TOKEN)])
+    return REFUSAL_TOKEN.startswith(head[: len(REFUSAL_TOKEN)])
 
 
 def settled(text: str, end: int) -> bool:
@@ -85,8 +85,9 @@ class SentenceRelease:
     `passages` and `retrieved` are what the turn's checks use. A sink that fails stops the
     release (the rest of the answer is then delivered whole, by the caller's fallback)."""
 
-    def __init__(self, sink: Sink, passages: dict[int, tuple[str, str]], retrieved: set[str],
-                 *, started: float | None = None) -> None:
+    def __init__(
+        self, sink: Sink, passages: dict[int, tuple[str, str]], retrieved: set[str], *, started: float | None = None
+    ) -> None:
         self.sink = sink
         self.passages = passages
         self.retrieved = retrieved
@@ -105,7 +106,7 @@ class SentenceRelease:
 
     def _release(self) -> None:
         for end in settled_ends(self.text, self.released):
-            piece = self.text[self.released:end]
+            piece = self.text[self.released : end]
             report = check_answer(piece, self.passages, self.retrieved)
             if not self.shown and report.valid_citations == 0:
                 continue  # held: it goes out with the first sentence whose citation passes

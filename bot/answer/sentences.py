@@ -19,7 +19,8 @@ from collections.abc import Iterator
 
 SENTENCE_END = re.compile(
     r"[.!?\u2026][\"'\u201d\u2019)\]]*(?:\s*\[\d+\])*[.!?]?(?=\s+(?![a-z])|\s*$)"
-    r"|\n\s*\n|\n")
+    r"|\n\s*\n|\n"
+)
 
 
 def ends(text: str) -> Iterator[re.Match[str]]:
@@ -42,9 +43,9 @@ def _continues(text: str, newline: int) -> bool:
     if len(line) < WRAPPED_LINE_MIN or line.rstrip().endswith((":", ";", "{", "}")):
         return False
     nxt_end = text.find("\n", newline + 1)
-    nxt = text[newline + 1: nxt_end if nxt_end >= 0 else len(text)]
+    nxt = text[newline + 1 : nxt_end if nxt_end >= 0 else len(text)]
     indent = len(line) - len(line.lstrip())
-    return (not _LIST_START.match(nxt) and len(nxt) - len(nxt.lstrip()) <= indent)
+    return not _LIST_START.match(nxt) and len(nxt) - len(nxt.lstrip()) <= indent
 
 
 def sentence_spans(text: str, wrapped: bool = False) -> list[tuple[int, int]]:

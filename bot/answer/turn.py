@@ -35,8 +35,7 @@ log = structlog.get_logger("citebot.turn")
 
 
 def refusal_text(reason: str, retrieval: Retrieval) -> str:
-    lines = ["The collection does not cover this question, so I won't answer it from general knowledge.",
-             f"({reason})"]
+    lines = ["The collection does not cover this question, so I won't answer it from general knowledge.", f"({reason})"]
     if retrieval.hits:
         lines.append("Nearest passages:")
         for h in retrieval.hits[:3]:
@@ -87,8 +86,16 @@ class Answerer:
         """One turn; under `scope` (a channel's), only passages the scope allows are
         retrieved, shown or given to the composer. With `release`, a composer that streams
         hands it each sentence once checked (bot.answer.release); the record is the same."""
-        return self.turn(question, thread_key=thread_key, user=user, channel=channel,
-                         surface=surface, turn_id=turn_id, scope=scope, release=release)[0]
+        return self.turn(
+            question,
+            thread_key=thread_key,
+            user=user,
+            channel=channel,
+            surface=surface,
+            turn_id=turn_id,
+            scope=scope,
+            release=release,
+        )[0]
 
     def turn(
         self,
@@ -106,8 +113,7 @@ class Answerer:
         the eval harness judges its ranks on it rather than retrieving again."""
         started = time.perf_counter()
         held: list[Retrieval] = []
-        record = new_record(question, turn_id=turn_id, user=user, channel=channel,
-                            thread=thread_key, surface=surface)
+        record = new_record(question, turn_id=turn_id, user=user, channel=channel, thread=thread_key, surface=surface)
         if scope is not None:
             record.scope = {"name": scope.name, "sources": list(scope.globs)}
         structlog.contextvars.bind_contextvars(turn_id=record.turn_id)
@@ -120,8 +126,14 @@ class Answerer:
         structlog.contextvars.unbind_contextvars("turn_id")
         return record, (held[0] if held else None)
 
-    def _run(self, record: TurnRecord, thread_key: str | None, scope: Scope | None,
-             release: Sink | None, held: list[Retrieval]) -> None:
+    def _run(
+        self,
+        record: TurnRecord,
+        thread_key: str | None,
+        scope: Scope | None,
+        release: Sink | None,
+        held: list[Retrieval],
+    ) -> None:
         history = self._history(record, thread_key)
         t = time.perf_counter()
         if self.condenser is not None and history:
@@ -133,8 +145,9 @@ class Answerer:
         retrieval = self.retriever.retrieve(record.condensed_query, scope=scope)
         held.append(retrieval)
         _record_retrieval(record, retrieval)
-        verdict = (self.gate.judge(retrieval.support) if retrieval.hits
-                   else Verdict(REFUSED, "the store returned no passages"))
+        verdict = (
+            self.gate.judge(retrieval.support) if retrieval.hits else Verdict(REFUSED, "the store returned no passages")
+        )
         if verdict.outcome == REFUSED:
             record.refused, record.outcome = True, REFUSED
             record.refusal_reason = verdict.reason
@@ -151,16 +164,27 @@ class Answerer:
         record.timings_ms.update({f"retrieve_{k}": v for k, v in retrieval.timings_ms.items()})
         passages = self.passages(record, retrieval)
         record.passages = [
-            {"number": p.number, "chunk_id": p.chunk.chunk_id, "source": p.chunk.source,
-             "heading_path": list(p.chunk.heading_path), "page": p.chunk.page,
-             "chars": len(p.text), "superseded": p.chunk.superseded, "url": self._link(p.chunk),
-             "text_hash": text_hash(p.chunk.text)}  # to tell later whether it changed (bot/owners/stale.py)
+            {
+                "number": p.number,
+                "chunk_id": p.chunk.chunk_id,
+                "source": p.chunk.source,
+                "heading_path": list(p.chunk.heading_path),
+                "page": p.chunk.page,
+                "chars": len(p.text),
+                "superseded": p.chunk.superseded,
+                "url": self._link(p.chunk),
+                "text_hash": text_hash(p.chunk.text),
+            }  # to tell later whether it changed (bot/owners/stale.py)
             for p in passages
         ]
         glossary = self.retriever.glossary
         t = time.perf_counter()
-        compose_args = (record.condensed_query, passages,
-                        glossary.definitions_for(record.condensed_query), retrieval.expansions)
+        compose_args = (
+            record.condensed_query,
+            passages,
+            glossary.definitions_for(record.condensed_query),
+            retrieval.expansions,
+        )
         releaser = None
         composer = self.composer
         if release is not None and streams(composer) and self.claim_judge is None:
@@ -208,31 +232,45 @@ class Answerer:
             record.claims = judged.as_dict()
             record.timings_ms["claims"] = round((time.perf_counter() - t) * 1000, 2)
         # A passage that joins short sections is cited under the one its quotations stand in.
-        where = {p.number: cited_under(p.chunk, [q.text for q in report.quotes if q.verified and q.number == p.number])
-                 for p in passages}
+        where = {
+            p.number: cited_under(p.chunk, [q.text for q in report.quotes if q.verified and q.number == p.number])
+            for p in passages
+        }
         for entry in record.passages:
             n = entry["number"]
             if n in where and where[n] != (by_number[n].chunk.heading_path, by_number[n].chunk.anchor):
                 entry["heading_path"] = list(where[n][0])
                 entry["url"] = self._link(by_number[n].chunk, where[n])
         record.citations = [
-            {"marker": c.marker, "chunk_id": c.chunk_id,
-             "source": by_number[c.number].chunk.source if c.number in by_number else None,
-             "heading_path": list(where[c.number][0]) if c.number in by_number else [],
-             "page": by_number[c.number].chunk.page if c.number in by_number else None,
-             "url": self._link(by_number[c.number].chunk, where[c.number]) if c.number in by_number else None,
-             "resolved": c.resolved, "retrieved": c.retrieved}
+            {
+                "marker": c.marker,
+                "chunk_id": c.chunk_id,
+                "source": by_number[c.number].chunk.source if c.number in by_number else None,
+                "heading_path": list(where[c.number][0]) if c.number in by_number else [],
+                "page": by_number[c.number].chunk.page if c.number in by_number else None,
+                "url": self._link(by_number[c.number].chunk, where[c.number]) if c.number in by_number else None,
+                "resolved": c.resolved,
+                "retrieved": c.retrieved,
+            }
             for c in report.citations
         ]
         record.quotes = [
-            {"text": q.text, "chunk_id": q.chunk_id, "verified": q.verified, "marker": f"[{q.number}]",
-             "reason": q.reason}
+            {
+                "text": q.text,
+                "chunk_id": q.chunk_id,
+                "verified": q.verified,
+                "marker": f"[{q.number}]",
+                "reason": q.reason,
+            }
             for q in report.quotes
         ]
         answer = flag_inline(text, report)
         if report.valid_citations == 0:
             record.unsupported = True
-            answer = "⚠️ Unsupported: this answer cites no passage that was given, so it is not shown as an answer.\n\n" + answer
+            answer = (
+                "⚠️ Unsupported: this answer cites no passage that was given, so it is not shown as an answer.\n\n"
+                + answer
+            )
         record.answer = answer
 
     def retrieve(self, query: str, scope: Scope | None = None) -> Retrieval:
@@ -245,8 +283,9 @@ class Answerer:
 
     def _finish(self, retrieval: Retrieval) -> None:
         """The passages to give, with their window scores when the composer reads them."""
-        self.retriever.finish(retrieval, self.passage_count,
-                              windows=bool(getattr(self.composer, "reads_windows", False)))
+        self.retriever.finish(
+            retrieval, self.passage_count, windows=bool(getattr(self.composer, "reads_windows", False))
+        )
 
     def passages(self, record: TurnRecord, retrieval: Retrieval) -> list[Passage]:
         """What the composer is given, from the retrieval: its passages numbered, with their
@@ -272,8 +311,9 @@ class Answerer:
         try:
             return self.state.history(thread_key)
         except CitebotError as exc:
-            record.errors.append(f"conversation state read failed: {error_text(exc)}; "
-                                 "answered without the thread's earlier turns")
+            record.errors.append(
+                f"conversation state read failed: {error_text(exc)}; answered without the thread's earlier turns"
+            )
             log.warning("conversation_state_unreadable", error=error_text(exc))
             return []
 
@@ -283,8 +323,9 @@ class Answerer:
         if not thread_key:
             return
         try:
-            self.state.append(thread_key, PriorTurn(
-                record.turn_id, record.question, record.condensed_query, record.raw_answer))
+            self.state.append(
+                thread_key, PriorTurn(record.turn_id, record.question, record.condensed_query, record.raw_answer)
+            )
         except Exception as exc:  # noqa: BLE001 - the answer is checked and ready: keep it
             record.errors.append(f"conversation state write failed: {error_text(exc)}")
             log.error("conversation_state_failed", error=error_text(exc))
@@ -295,8 +336,14 @@ def _record_retrieval(record: TurnRecord, retrieval: Retrieval) -> None:
     the question's vector, glossary expansions, typo fixes and addresses."""
     record.timings_ms.update({f"retrieve_{k}": v for k, v in retrieval.timings_ms.items()})
     record.candidates = [
-        {"chunk_id": h.chunk.chunk_id, "source": h.chunk.source, "score": h.score,
-         "dense_rank": h.dense_rank, "lexical_rank": h.lexical_rank, "reasons": h.reasons}
+        {
+            "chunk_id": h.chunk.chunk_id,
+            "source": h.chunk.source,
+            "score": h.score,
+            "dense_rank": h.dense_rank,
+            "lexical_rank": h.lexical_rank,
+            "reasons": h.reasons,
+        }
         for h in retrieval.hits
     ]
     record.support = asdict(retrieval.support)
@@ -316,6 +363,7 @@ def labelled(release: Sink) -> Sink:
             release(f"{CLOSEST_LABEL}\n")
             opened.append(True)
         release(piece)
+
     return sink
 
 
@@ -326,13 +374,24 @@ def _grounds(passages: list[Passage], retrieval: Retrieval) -> tuple[dict[int, t
     return given, {h.chunk.chunk_id for h in retrieval.hits} | {p.chunk.chunk_id for p in passages}
 
 
-def new_record(question: str, *, turn_id: str | None = None, user: str | None = None,
-               channel: str | None = None, thread: str | None = None,
-               surface: str = "cli") -> TurnRecord:
+def new_record(
+    question: str,
+    *,
+    turn_id: str | None = None,
+    user: str | None = None,
+    channel: str | None = None,
+    thread: str | None = None,
+    surface: str = "cli",
+) -> TurnRecord:
     return TurnRecord(
-        turn_id=turn_id or new_turn_id(), created_at=datetime.now(UTC).isoformat(),
-        question=question, condensed_query=question, user=user, channel=channel,
-        thread=thread, surface=surface,
+        turn_id=turn_id or new_turn_id(),
+        created_at=datetime.now(UTC).isoformat(),
+        question=question,
+        condensed_query=question,
+        user=user,
+        channel=channel,
+        thread=thread,
+        surface=surface,
     )
 
 
@@ -364,15 +423,24 @@ def log_turn(turnlog: TurnLog, record: TurnRecord) -> None:
         log.error("turn_log_failed", error=error_text(exc))
     count_turn(record)
     log.info(
-        "turn", question_words=len(words(record.question)), surface=record.surface,
-        user=record.user, channel=record.channel, refused=record.refused, outcome=record.outcome,
-        refusal_reason=record.refusal_reason, refusal_stage=record.refusal_stage,
-        composer=record.composer, model=record.model,
+        "turn",
+        question_words=len(words(record.question)),
+        surface=record.surface,
+        user=record.user,
+        channel=record.channel,
+        refused=record.refused,
+        outcome=record.outcome,
+        refusal_reason=record.refusal_reason,
+        refusal_stage=record.refusal_stage,
+        composer=record.composer,
+        model=record.model,
         citations=len(record.citations),
         failed_checks=sum(1 for q in record.quotes if not q["verified"])
         + sum(1 for c in record.citations if not (c["resolved"] and c["retrieved"])),
-        passages=[p["chunk_id"] for p in record.passages], error=record.error,
-        errors=record.errors, timings_ms=record.timings_ms,
+        passages=[p["chunk_id"] for p in record.passages],
+        error=record.error,
+        errors=record.errors,
+        timings_ms=record.timings_ms,
     )
 
 
@@ -387,8 +455,12 @@ def count_turn(record: TurnRecord) -> None:
     else:
         outcome = "answered"
     TURNS.labels(outcome).inc()
-    for stage, key in (("retrieve", "retrieve_total"), ("compose", "compose"), ("checks", "checks"),
-                       ("total", "total")):
+    for stage, key in (
+        ("retrieve", "retrieve_total"),
+        ("compose", "compose"),
+        ("checks", "checks"),
+        ("total", "total"),
+    ):
         if key in record.timings_ms:
             STAGE_SECONDS.labels(stage).observe(record.timings_ms[key] / 1000)
     quotes = sum(1 for q in record.quotes if not q["verified"])

@@ -20,8 +20,7 @@ REDIS_TIMEOUT_S = 5
 
 def connect(url: str) -> redis.Redis:
     """A client for REDIS_URL (connects lazily, on the first command)."""
-    return redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT_S,
-                                socket_connect_timeout=REDIS_TIMEOUT_S)
+    return redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S)
 
 
 class RedisUnavailable(StoreError):
@@ -36,5 +35,4 @@ def redis_errors(doing: str) -> Iterator[None]:
         yield
     except redis.RedisError as exc:
         BACKEND_ERRORS.labels("redis").inc()
-        raise RedisUnavailable(
-            f"cannot {doing} in Redis ({exc}); check REDIS_URL and that Redis is up") from exc
+        raise RedisUnavailable(f"cannot {doing} in Redis ({exc}); check REDIS_URL and that Redis is up") from exc

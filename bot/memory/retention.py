@@ -38,8 +38,9 @@ class Purged:
 
 
 class Purgeable(Protocol):
-    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None,
-                    teams: Sequence[str] = ()) -> list[dict]:
+    def purge_turns(
+        self, before: str | None, users: Sequence[str], limit: int | None = None, teams: Sequence[str] = ()
+    ) -> list[dict]:
         """Delete the turns created before `before` (an ISO 8601 time), asked by one of
         `users` or in one of `teams` (any condition; none deletes nothing), at most `limit` of
         them, with their feedback; return the deleted records' user, channel and thread."""
@@ -82,9 +83,14 @@ class RemembersPeople(Protocol):
     def forget(self, user: str) -> None: ...
 
 
-def purge(turnlog: TurnLog, state: ConversationState, before: str | None,
-          users: Sequence[str], recent: RemembersPeople | None = None,
-          teams: Sequence[str] = ()) -> Purged:
+def purge(
+    turnlog: TurnLog,
+    state: ConversationState,
+    before: str | None,
+    users: Sequence[str],
+    recent: RemembersPeople | None = None,
+    teams: Sequence[str] = (),
+) -> Purged:
     """Remove the turns before `before`, of `users` or in `teams`, the threads they were
     asked in, and, for named people, what is remembered of their last turns."""
     gone = turnlog.purge_turns(before, users, teams=teams)
@@ -121,6 +127,7 @@ class ExpiringTurnLog:
         """The turns since then that are still within retention."""
         return self.inner.turns_since(max(since_iso, cutoff(self.retention_days)))
 
-    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None,
-                    teams: Sequence[str] = ()) -> list[dict]:
+    def purge_turns(
+        self, before: str | None, users: Sequence[str], limit: int | None = None, teams: Sequence[str] = ()
+    ) -> list[dict]:
         return self.inner.purge_turns(before, users, limit, teams)

@@ -80,8 +80,7 @@ class InProcessState:
 class RedisState:
     """Shared by every bot replica: a capped list per thread with a TTL."""
 
-    def __init__(self, client: redis.Redis, prefix: str = "citebot:thread:",
-                 ttl_s: int = THREAD_TTL_S) -> None:
+    def __init__(self, client: redis.Redis, prefix: str = "citebot:thread:", ttl_s: int = THREAD_TTL_S) -> None:
         self.client = client
         self.prefix = prefix
         self.ttl_s = ttl_s

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -53,8 +54,9 @@ class TurnLog(Protocol):
     def add_feedback(self, turn_id: str, at: str, user: str | None, value: str) -> None:
         """Record one feedback click on a turn."""
 
-    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None,
-                    teams: Sequence[str] = ()) -> list[dict]:
+    def purge_turns(
+        self, before: str | None, users: Sequence[str], limit: int | None = None, teams: Sequence[str] = ()
+    ) -> list[dict]:
         """Delete turns created before `before`, asked by one of `users` or in one of
         `teams` (bot.memory.retention.Purgeable)."""
 
@@ -115,8 +117,9 @@ class RedisTurnLog:
             pipe.expire(key, self.ttl_s)
             pipe.execute()
 
-    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None,
-                    teams: Sequence[str] = ()) -> list[dict]:
+    def purge_turns(
+        self, before: str | None, users: Sequence[str], limit: int | None = None, teams: Sequence[str] = ()
+    ) -> list[dict]:
         """Scan the log (Redis keeps no index by time or person) and delete the matching
         turns with their feedback. `limit` does not apply: the keys' TTL does the routine
         expiry, so a purge runs only when someone asks for one."""
@@ -136,8 +139,9 @@ class RedisTurnLog:
                 gone += self._purge_batch(batch, before, wanted, workspaces)
         return gone
 
-    def _purge_batch(self, keys: list[bytes], before: str | None, users: set[str],
-                     teams: set[str] = frozenset()) -> list[dict]:  # type: ignore[assignment]
+    def _purge_batch(
+        self, keys: list[bytes], before: str | None, users: AbstractSet[str], teams: AbstractSet[str] = frozenset()
+    ) -> list[dict]:
         gone: list[dict] = []
         doomed: list[bytes | str] = []
         ids: list[str] = []
@@ -158,7 +162,7 @@ class RedisTurnLog:
     def turns_since(self, since_iso: str) -> Iterator[dict]:
         ids = [i.decode() if isinstance(i, bytes) else str(i) for i in self._since_ids(epoch_of(since_iso))]
         for start in range(0, len(ids), SINCE_BATCH):
-            batch = ids[start:start + SINCE_BATCH]
+            batch = ids[start : start + SINCE_BATCH]
             with redis_errors("read the turns since " + since_iso):
                 pipe = self.client.pipeline()
                 for turn_id in batch:

@@ -20,18 +20,27 @@ def _period(_ctx: click.Context, _param: click.Parameter, value: str):
 def render(report: dict[str, Any], label: str) -> str:
     """The report for a person to read."""
     period = report.get("period") or {}
-    lines = [(f"Gaps in the last {label} (since {str(period.get('since', ''))[:16]} UTC): "
-             f"{len(report['topics'])} topics from {period.get('turns', 0)} turns; "
-             f"{len(report['stale'])} stale citations")]
+    lines = [
+        (
+            f"Gaps in the last {label} (since {str(period.get('since', ''))[:16]} UTC): "
+            f"{len(report['topics'])} topics from {period.get('turns', 0)} turns; "
+            f"{len(report['stale'])} stale citations"
+        )
+    ]
     for n, t in enumerate(report["topics"], 1):
         change = f"{t['change']:+d} on the {label} before"
-        lines.append(f"\n{n}. {_n(t['size'], 'question')}, {_n(t['askers'], 'asker')}, "
-                     f"{_n(t['channels'], 'channel')} ({change})" + (f"; asked by {', '.join(t['users'])}" if t.get("users") else ""))
+        lines.append(
+            f"\n{n}. {_n(t['size'], 'question')}, {_n(t['askers'], 'asker')}, "
+            f"{_n(t['channels'], 'channel')} ({change})"
+            + (f"; asked by {', '.join(t['users'])}" if t.get("users") else "")
+        )
         for q in t["questions"]:
             who = f" {q['user']}" if q.get("user") else ""
-            lines.append(f"   \"{q['question']}\"  ({q['outcome']}, {q['turn_id']}{who})")
+            lines.append(f'   "{q["question"]}"  ({q["outcome"]}, {q["turn_id"]}{who})')
         for d in t["nearest"]:
-            lines.append(f"   nearest: {d['source']}" + (f" — {' > '.join(d['heading_path'])}" if d["heading_path"] else ""))
+            lines.append(
+                f"   nearest: {d['source']}" + (f" — {' > '.join(d['heading_path'])}" if d["heading_path"] else "")
+            )
     if report["stale"]:
         lines.append("\nStale citations (the passage an answer quoted has changed since):")
         lines += [f"   {s['turn_id']}  {s['source']}  chunk {s['chunk_id']}" for s in report["stale"]]
@@ -39,10 +48,21 @@ def render(report: dict[str, Any], label: str) -> str:
 
 
 @click.command()
-@click.option("--since", "period", default="7d", show_default=True, callback=_period,
-              help="The period to report: hours, days or weeks (24h, 7d, 2w).")
-@click.option("--channel", "channels", multiple=True, metavar="ID",
-              help="Only this channel's turns, naming only sources its scope may read (repeatable).")
+@click.option(
+    "--since",
+    "period",
+    default="7d",
+    show_default=True,
+    callback=_period,
+    help="The period to report: hours, days or weeks (24h, 7d, 2w).",
+)
+@click.option(
+    "--channel",
+    "channels",
+    multiple=True,
+    metavar="ID",
+    help="Only this channel's turns, naming only sources its scope may read (repeatable).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/contracts.md).")
 @click.option("--with-users", is_flag=True, help="Print the askers' user ids (left out otherwise).")
 @click.pass_obj
@@ -54,9 +74,15 @@ def gaps(obj: Any, period, channels: tuple[str, ...], as_json: bool, with_users:
     scopes = c.scopes
     store = c.reading_store()
     report = build_report(
-        c.turnlog, store, c.embedder.encode_texts, period=period, channels=channels,
+        c.turnlog,
+        store,
+        c.embedder.encode_texts,
+        period=period,
+        channels=channels,
         scope_of=(lambda ch: scopes.for_channel(ch).scope) if channels else (lambda _c: None),
-        with_users=with_users, dims=store.stamp().dims if store.stamp() else None)
+        with_users=with_users,
+        dims=store.stamp().dims if store.stamp() else None,
+    )
     if as_json:
         click.echo(json.dumps(contract(report), ensure_ascii=False))
     else:

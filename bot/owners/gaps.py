@@ -43,11 +43,10 @@ ScopeOf = Callable[[str | None], Scope | None]  # a channel's scope; None: every
 
 
 def parse_period(text: str) -> timedelta:
-    """"7d", "24h", "2w" -> the period; ValueError with what is accepted otherwise."""
+    """ "7d", "24h", "2w" -> the period; ValueError with what is accepted otherwise."""
     m = _PERIOD.match(text or "")
     if not m or int(m.group(1)) == 0:
-        raise ValueError(f"{text!r} is not a period: use a number of hours, days or weeks, "
-                         "e.g. 24h, 7d, 2w")
+        raise ValueError(f"{text!r} is not a period: use a number of hours, days or weeks, e.g. 24h, 7d, 2w")
     return timedelta(seconds=int(m.group(1)) * _UNIT_S[m.group(2)])
 
 
@@ -62,8 +61,7 @@ def _norm(question: str) -> str:
     return " ".join(question.casefold().split())
 
 
-def _nearest(members: Sequence[_Flagged], headings: dict[str, list[str]], scope_of: ScopeOf,
-             ) -> list[dict[str, Any]]:
+def _nearest(members: Sequence[_Flagged], headings: dict[str, list[str]], scope_of: ScopeOf) -> list[dict[str, Any]]:
     """The documents and headings the topic's turns came nearest to, by rank-weighted votes."""
     votes: dict[tuple[str, tuple[str, ...]], float] = {}
     for m in members:
@@ -82,14 +80,21 @@ def _nearest(members: Sequence[_Flagged], headings: dict[str, list[str]], scope_
 
 def _headings(store: Store, flagged: Sequence[_Flagged]) -> dict[str, list[str]]:
     """Heading paths of the candidates that were recorded without one (refused turns)."""
-    ids = sorted({c.get("chunk_id") for f in flagged if not f.record.get("passages")
-                  for c in (f.record.get("candidates") or [])[:CANDIDATES_PER_TURN] if c.get("chunk_id")})
-    return {c.chunk_id: list(c.heading_path) for n in range(0, len(ids), 500)
-            for c in store.get_chunks(ids[n:n + 500])}
+    ids = sorted(
+        {
+            c.get("chunk_id")
+            for f in flagged
+            if not f.record.get("passages")
+            for c in (f.record.get("candidates") or [])[:CANDIDATES_PER_TURN]
+            if c.get("chunk_id")
+        }
+    )
+    return {
+        c.chunk_id: list(c.heading_path) for n in range(0, len(ids), 500) for c in store.get_chunks(ids[n : n + 500])
+    }
 
 
-def _examples(members: Sequence[_Flagged], vectors: dict[str, np.ndarray], with_users: bool,
-              ) -> list[dict[str, Any]]:
+def _examples(members: Sequence[_Flagged], vectors: dict[str, np.ndarray], with_users: bool) -> list[dict[str, Any]]:
     """Up to EXAMPLES distinct questions of the period, nearest the topic's centre first."""
     current = [m for m in members if m.current]
     centre = np.sum([vectors[_norm(m.record["question"])] for m in current], axis=0)
@@ -110,8 +115,9 @@ def _examples(members: Sequence[_Flagged], vectors: dict[str, np.ndarray], with_
     return out
 
 
-def _vectors(flagged: Sequence[_Flagged], distinct: Sequence[str], encode: Encode,
-             dims: int | None) -> dict[str, np.ndarray]:
+def _vectors(
+    flagged: Sequence[_Flagged], distinct: Sequence[str], encode: Encode, dims: int | None
+) -> dict[str, np.ndarray]:
     """Each distinct question's vector: the one its turn recorded when searched (of the
     encoder's width `dims`), else encoded now (turns from before it was recorded)."""
     out: dict[str, np.ndarray] = {}
@@ -126,18 +132,31 @@ def _vectors(flagged: Sequence[_Flagged], distinct: Sequence[str], encode: Encod
     return out
 
 
-def build_report(turnlog: Any, store: Store, encode: Encode, *, period: timedelta,
-                 channels: Sequence[str] = (), scope_of: ScopeOf = lambda _c: None,
-                 with_users: bool = False, now: datetime | None = None,
-                 threshold: float = THRESHOLD, dims: int | None = None) -> dict[str, Any]:
+def build_report(
+    turnlog: Any,
+    store: Store,
+    encode: Encode,
+    *,
+    period: timedelta,
+    channels: Sequence[str] = (),
+    scope_of: ScopeOf = lambda _c: None,
+    with_users: bool = False,
+    now: datetime | None = None,
+    threshold: float = THRESHOLD,
+    dims: int | None = None,
+) -> dict[str, Any]:
     """The report: the JSON contract's fields (contract() keeps only those), the period and
     each topic's turn ids ("_turn_ids")."""
     now = now or datetime.now(UTC)
     since = now - period
-    records = [r for r in turnlog.turns_since((since - period).isoformat())
-               if not channels or r.get("channel") in channels]
-    flagged = [_Flagged(r, o, str(r.get("created_at") or "") >= since.isoformat())
-               for r in records if r.get("question") and (o := outcome_of(r))]
+    records = [
+        r for r in turnlog.turns_since((since - period).isoformat()) if not channels or r.get("channel") in channels
+    ]
+    flagged = [
+        _Flagged(r, o, str(r.get("created_at") or "") >= since.isoformat())
+        for r in records
+        if r.get("question") and (o := outcome_of(r))
+    ]
     distinct = sorted({_norm(f.record["question"]) for f in flagged})
     vectors = _vectors(flagged, distinct, encode, dims)
     matrix = np.stack([vectors[q] for q in distinct]) if distinct else np.zeros((0, 1), np.float32)
@@ -170,10 +189,15 @@ def build_report(turnlog: Any, store: Store, encode: Encode, *, period: timedelt
         scope = scope_of(record.get("channel"))
         return scope is None or scope.allows(source)
 
-    stale = [{"turn_id": s.turn_id, "chunk_id": s.chunk_id, "source": s.source}
-             for s in stale_citations(store, current_records, allows)]
-    return {"topics": topics, "stale": stale,
-            "period": {"since": since.isoformat(), "until": now.isoformat(), "turns": len(current_records)}}
+    stale = [
+        {"turn_id": s.turn_id, "chunk_id": s.chunk_id, "source": s.source}
+        for s in stale_citations(store, current_records, allows)
+    ]
+    return {
+        "topics": topics,
+        "stale": stale,
+        "period": {"since": since.isoformat(), "until": now.isoformat(), "turns": len(current_records)},
+    }
 
 
 def contract(report: dict[str, Any]) -> dict[str, Any]:

@@ -31,8 +31,7 @@ class StaleCitation:
     changed_at: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"chunk_id": self.chunk_id, "source": self.source, "reason": self.reason,
-                "changed_at": self.changed_at}
+        return {"chunk_id": self.chunk_id, "source": self.source, "reason": self.reason, "changed_at": self.changed_at}
 
 
 def cited(record: dict[str, Any]) -> list[tuple[str, str, str | None]]:
@@ -49,14 +48,16 @@ def cited(record: dict[str, Any]) -> list[tuple[str, str, str | None]]:
     for chunk_id in ids:
         p = passages.get(chunk_id, {})
         source = p.get("source") or next(
-            (c.get("source") for c in record.get("citations") or [] if c.get("chunk_id") == chunk_id), None)
+            (c.get("source") for c in record.get("citations") or [] if c.get("chunk_id") == chunk_id), None
+        )
         if source:
             out.append((chunk_id, str(source), p.get("text_hash")))
     return out
 
 
-def stale_citations(store: Store, records: Iterable[dict[str, Any]],
-                    allows: Callable[[dict[str, Any], str], bool] | None = None) -> list[StaleCitation]:
+def stale_citations(
+    store: Store, records: Iterable[dict[str, Any]], allows: Callable[[dict[str, Any], str], bool] | None = None
+) -> list[StaleCitation]:
     """The stale citations of these turns, in their order (`allows(record, source)`: a
     source the reader may see; others are left out)."""
     wanted = [(r, c) for r in records for c in cited(r) if allows is None or allows(r, c[1])]
@@ -66,8 +67,9 @@ def stale_citations(store: Store, records: Iterable[dict[str, Any]],
     return _judge(wanted, versions)
 
 
-def _judge(wanted: Sequence[tuple[dict[str, Any], tuple[str, str, str | None]]],
-           versions: Sequence[ChunkVersion]) -> list[StaleCitation]:
+def _judge(
+    wanted: Sequence[tuple[dict[str, Any], tuple[str, str, str | None]]], versions: Sequence[ChunkVersion]
+) -> list[StaleCitation]:
     ids = {v.chunk_id for v in versions}
     texts = {(v.source, v.text_hash) for v in versions}
     by_source: dict[str, list[ChunkVersion]] = {}
@@ -79,8 +81,15 @@ def _judge(wanted: Sequence[tuple[dict[str, Any], tuple[str, str, str | None]]],
             continue
         at = str(record.get("created_at") or "")
         later = [v.changed_at for v in by_source.get(source, []) if v.changed_at and v.changed_at > at]
-        out.append(StaleCitation(str(record.get("turn_id")), chunk_id, source,
-                                 "changed" if source in by_source else "vanished", max(later, default=None)))
+        out.append(
+            StaleCitation(
+                str(record.get("turn_id")),
+                chunk_id,
+                source,
+                "changed" if source in by_source else "vanished",
+                max(later, default=None),
+            )
+        )
     return out
 
 

@@ -59,8 +59,15 @@ _ANY_CONVERSATION = re.compile(r"^[CGD][A-Z0-9]{2,30}$")
 
 
 class AgentSurface:
-    def __init__(self, client: WebClient, runner: TurnRunner, home: HomeTab,
-                 admission: Admission, viewing: Viewing, refusals: Refusals) -> None:
+    def __init__(
+        self,
+        client: WebClient,
+        runner: TurnRunner,
+        home: HomeTab,
+        admission: Admission,
+        viewing: Viewing,
+        refusals: Refusals,
+    ) -> None:
         self.client = client
         self.runner = runner
         self.home = home
@@ -90,11 +97,9 @@ class AgentSurface:
 
     def on_thread_context_changed(self, body: dict, event: dict) -> None:
         thread = _object(event.get("assistant_thread"))
-        with self.runner.job(user=thread.get("user_id"), event_id=body.get("event_id"),
-                             surface="slack_agent"):
+        with self.runner.job(user=thread.get("user_id"), event_id=body.get("event_id"), surface="slack_agent"):
             if isinstance(thread.get("channel_id"), str) and isinstance(thread.get("thread_ts"), str):
-                self._note(f"{thread['channel_id']}:{thread['thread_ts']}",
-                           viewed_channel(thread.get("context")))
+                self._note(f"{thread['channel_id']}:{thread['thread_ts']}", viewed_channel(thread.get("context")))
 
     def on_context_changed(self, body: dict, event: dict) -> None:
         user = event.get("user") if isinstance(event.get("user"), str) else _person(body)
@@ -117,9 +122,12 @@ class AgentSurface:
         if not prompts:
             log.info("agent_no_prompts")
             return False
-        done = self.refusals.call("assistant.threads.setSuggestedPrompts", lambda: (
-            self.client.assistant_threads_setSuggestedPrompts(
-                channel_id=channel, thread_ts=thread_ts, title=PROMPTS_TITLE, prompts=prompts)))
+        done = self.refusals.call(
+            "assistant.threads.setSuggestedPrompts",
+            lambda: self.client.assistant_threads_setSuggestedPrompts(
+                channel_id=channel, thread_ts=thread_ts, title=PROMPTS_TITLE, prompts=prompts
+            ),
+        )
         if done:
             log.info("agent_prompts_set", prompts=len(prompts))
         return done
@@ -154,16 +162,21 @@ class AgentSurface:
         except CitebotError as exc:
             log.warning("agent_title_skipped", error=str(exc))
             return
-        self.refusals.call("assistant.threads.setTitle", lambda: self.client.assistant_threads_setTitle(
-            channel_id=q.channel, thread_ts=thread_ts, title=thread_title(q.text)))
+        self.refusals.call(
+            "assistant.threads.setTitle",
+            lambda: self.client.assistant_threads_setTitle(
+                channel_id=q.channel, thread_ts=thread_ts, title=thread_title(q.text)
+            ),
+        )
 
     def scoped(self, q: Question, policy: ChannelPolicy) -> ChannelPolicy:
         """The DM's policy, or the viewed channel's scope where the person may read it."""
         if q.surface != SURFACE_DM or not q.user:
             return policy
         try:
-            viewed = ((self.viewing.viewed(f"{q.channel}:{q.reply_thread_ts}") if q.reply_thread_ts
-                       else "") or self.viewing.viewed(f"user:{q.user}"))
+            viewed = (
+                self.viewing.viewed(f"{q.channel}:{q.reply_thread_ts}") if q.reply_thread_ts else ""
+            ) or self.viewing.viewed(f"user:{q.user}")
         except CitebotError as exc:
             log.warning("agent_context_unread", error=str(exc))
             return policy
@@ -251,5 +264,4 @@ def prompt(folder: str, example: str) -> dict[str, str]:
     subject = topic(example)
     title = f"{label}: {subject}" if label else subject
     where = f"the {label} documents" if label else "our documents"
-    return {"title": cut_at_word(title, PROMPT_TITLE_MAX),
-            "message": f"What do {where} say about {subject}?"}
+    return {"title": cut_at_word(title, PROMPT_TITLE_MAX), "message": f"What do {where} say about {subject}?"}

@@ -127,7 +127,8 @@ class SlackBot:
         if config.signing_secret is None and not config.socket_mode:
             raise ConfigError(
                 "SLACK_SIGNING_SECRET is not set: copy the Signing Secret from the app's "
-                "Basic Information page (HTTP mode verifies every request with it)")
+                "Basic Information page (HTTP mode verifies every request with it)"
+            )
         self.config = config
         self.client = client
         self.identity = identity
@@ -139,16 +140,26 @@ class SlackBot:
         self.delivery = Delivery(client, config.source_url)
         self.refusals = Refusals()  # the agent surface's extras Slack refused (bot.slack.refusals)
         self.viewing = viewing or InProcessViewing()
-        self.streaming = Streaming(client, self.delivery, identity.team_id, config.stream_answers,
-                                   self.refusals)
+        self.streaming = Streaming(client, self.delivery, identity.team_id, config.stream_answers, self.refusals)
         self.recall = ThreadRecall(client, state, identity, recall_memo)
-        self.actions = TurnActions(self.delivery, turnlog, config.slash_command, self.policy,
-                                   store=lambda: self.runner.answerer().retriever.store)
+        self.actions = TurnActions(
+            self.delivery,
+            turnlog,
+            config.slash_command,
+            self.policy,
+            store=lambda: self.runner.answerer().retriever.store,
+        )
         self.pool = WorkPool(config.listener_workers, "citebot-listener")
         self.turns = WorkPool(config.turn_workers, "citebot-turn")
-        self.runner = TurnRunner(answerer=answerer, turnlog=turnlog, limiter=limiter, recent=recent,
-                                 policy=self.policy, pool=self.turns,
-                                 rate_limit_per_minute=config.rate_limit_per_minute)
+        self.runner = TurnRunner(
+            answerer=answerer,
+            turnlog=turnlog,
+            limiter=limiter,
+            recent=recent,
+            policy=self.policy,
+            pool=self.turns,
+            rate_limit_per_minute=config.rate_limit_per_minute,
+        )
         self.app = App(
             client=client,
             signing_secret=config.signing_secret or "",
@@ -166,20 +177,18 @@ class SlackBot:
         app.event("app_mention")(ack=_ack, lazy=[self._on_mention])
         app.event("message")(ack=_ack, lazy=[self._on_message])
         app.command(self.command)(ack=self._ack_command, lazy=[self._on_command])
-        app.action(re.compile(f"^({ACTION_FEEDBACK_UP}|{ACTION_FEEDBACK_DOWN})$"))(
-            ack=_ack, lazy=[self._on_feedback])
+        app.action(re.compile(f"^({ACTION_FEEDBACK_UP}|{ACTION_FEEDBACK_DOWN})$"))(ack=_ack, lazy=[self._on_feedback])
         app.action(ACTION_FEEDBACK)(ack=_ack, lazy=[self._on_native_feedback])
         app.action(ACTION_SHARE)(ack=_ack, lazy=[self._on_share])
         app.action(ACTION_WHY)(ack=_ack, lazy=[self._on_why])
         self.home = HomeTab(self.runner, self.client, self.scopes, self.command)
-        self.shortcut = MessageShortcut(self.runner, self.delivery, self.identity, self.admission,
-                                        self.command)
-        self.agent = AgentSurface(self.client, self.runner, self.home, self.admission, self.viewing,
-                                  self.refusals)  # the agent DM: bot.slack.agent
+        self.shortcut = MessageShortcut(self.runner, self.delivery, self.identity, self.admission, self.command)
+        self.agent = AgentSurface(
+            self.client, self.runner, self.home, self.admission, self.viewing, self.refusals
+        )  # the agent DM: bot.slack.agent
         app.event("app_home_opened")(ack=_ack, lazy=[self.home.on_opened, self.agent.on_home_opened])
         app.event("assistant_thread_started")(ack=_ack, lazy=[self.agent.on_thread_started])
-        app.event("assistant_thread_context_changed")(ack=_ack,
-                                                      lazy=[self.agent.on_thread_context_changed])
+        app.event("assistant_thread_context_changed")(ack=_ack, lazy=[self.agent.on_thread_context_changed])
         app.event("app_context_changed")(ack=_ack, lazy=[self.agent.on_context_changed])
         app.shortcut(SHORTCUT_CALLBACK_ID)(ack=_ack, lazy=[self.shortcut.on_shortcut])
 
@@ -218,8 +227,7 @@ class SlackBot:
         with self.runner.job(channel=channel, event_id=body.get("event_id")):
             if event.get("subtype") or self.identity.from_a_bot(event) or not event.get("user"):
                 return  # edits, joins, bots, ourselves
-            question = message_question(event, body.get("event_id"), _retry_num(request),
-                                        self.identity.bot_user_id)
+            question = message_question(event, body.get("event_id"), _retry_num(request), self.identity.bot_user_id)
             if question is None:
                 return
             if question.surface == SURFACE_THREAD and not self.recall.recall(question):
@@ -236,9 +244,14 @@ class SlackBot:
         structlog.contextvars.bind_contextvars(turn_id=turn_id, thread=q.reply_thread_ts, user=q.user)
         try:
             if not q.text:
-                self.delivery.post(q, render_notice(
-                    f"Ask me a question after the mention, e.g. _@citebot how often does the release "
-                    f"train leave?_ — or type `{escape(self.command)} help`.", turn_id))
+                self.delivery.post(
+                    q,
+                    render_notice(
+                        f"Ask me a question after the mention, e.g. _@citebot how often does the release "
+                        f"train leave?_ — or type `{escape(self.command)} help`.",
+                        turn_id,
+                    ),
+                )
                 return
             policy = self.agent.scoped(q, self.policy(q.channel, q.user, own_dm=q.surface == SURFACE_DM))
             refusal = not_here(policy, q.shared)
@@ -256,8 +269,9 @@ class SlackBot:
                 self.delivery.post_ephemeral(q, render_notice(cut_notice(q.cut_from), turn_id))
             if policy.reply == "ephemeral":
                 # Only the asker sees it; the thread's state is theirs alone.
-                q = replace(q, surface=SURFACE_EPHEMERAL,
-                            thread_key=f"{q.thread_key}:{q.user}" if q.thread_key else None)
+                q = replace(
+                    q, surface=SURFACE_EPHEMERAL, thread_key=f"{q.thread_key}:{q.user}" if q.thread_key else None
+                )
                 self.runner.hand_on(self._finish_ephemeral, q, turn_id, policy)
                 return
             self.agent.title(q)  # a DM thread's first question names it
@@ -266,8 +280,14 @@ class SlackBot:
         except Exception as exc:  # noqa: BLE001 - the edge: said in Slack, logged with its trace
             self.delivery.failure(q, turn_id, exc, None)
 
-    def _finish(self, q: Question, turn_id: str, progress_ts: str | None,
-                policy: ChannelPolicy | None = None, stream: AnswerStream | None = None) -> None:
+    def _finish(
+        self,
+        q: Question,
+        turn_id: str,
+        progress_ts: str | None,
+        policy: ChannelPolicy | None = None,
+        stream: AnswerStream | None = None,
+    ) -> None:
         """The heavy part of a turn, on the turn pool, in the log context of its event."""
         try:
             if q.in_thread and q.surface != SURFACE_THREAD:
@@ -296,8 +316,10 @@ class SlackBot:
             help_message = render_help(self.command, self.config.rate_limit_per_minute)
             ack(text=help_message.text, blocks=help_message.block_dicts(), response_type="ephemeral")
         elif parsed.kind == "question":
-            ack(text=f"🔎 Looking through the collection for: _{escape(parsed.argument)}_{parsed.note}",
-                response_type="ephemeral")
+            ack(
+                text=f"🔎 Looking through the collection for: _{escape(parsed.argument)}_{parsed.note}",
+                response_type="ephemeral",
+            )
         else:
             ack()
 
@@ -312,8 +334,14 @@ class SlackBot:
                 return
             turn_id = new_turn_id()
             structlog.contextvars.bind_contextvars(turn_id=turn_id)
-            q = Question(text=parsed.argument, user=user, channel=channel, surface=SURFACE_COMMAND,
-                         reply_thread_ts=None, thread_key=None)
+            q = Question(
+                text=parsed.argument,
+                user=user,
+                channel=channel,
+                surface=SURFACE_COMMAND,
+                reply_thread_ts=None,
+                thread_key=None,
+            )
             policy = self.policy(channel, user)
             refusal = not_here(policy, not policy.shared and self.admission.shared(channel))
             if refusal:
@@ -328,13 +356,13 @@ class SlackBot:
                 return
             self.runner.hand_on(self._finish_command, q, turn_id, respond, policy)
 
-    def _finish_command(self, q: Question, turn_id: str, respond: Respond,
-                        policy: ChannelPolicy | None = None) -> None:
+    def _finish_command(self, q: Question, turn_id: str, respond: Respond, policy: ChannelPolicy | None = None) -> None:
         try:
             record = self.runner.run(q, turn_id, policy)
             structlog.contextvars.bind_contextvars(turn_id=turn_id)
-            for message in render_turn(record, ephemeral=True, show_question=True,
-                                       url_template=self.delivery.url_template):
+            for message in render_turn(
+                record, ephemeral=True, show_question=True, url_template=self.delivery.url_template
+            ):
                 self.delivery.respond(respond, message, q)
             self.runner.remember(q.user, turn_id)
         except Exception as exc:
@@ -356,8 +384,7 @@ class SlackBot:
     def _on_why(self, body: dict, action: dict, respond: Respond) -> None:
         user = (body.get("user") or {}).get("id")
         with self.runner.job(user=user, channel=(body.get("channel") or {}).get("id")):
-            self.actions.explain(str(action.get("value", "")), respond, user,
-                                 (body.get("channel") or {}).get("id"))
+            self.actions.explain(str(action.get("value", "")), respond, user, (body.get("channel") or {}).get("id"))
 
     def _on_share(self, body: dict, action: dict, respond: Respond) -> None:
         turn_id = str(action.get("value", ""))

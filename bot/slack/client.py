@@ -14,10 +14,7 @@ from pydantic import SecretStr
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.http_retry.builtin_handlers import (
-    RateLimitErrorRetryHandler,
-    ServerErrorRetryHandler,
-)
+from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler, ServerErrorRetryHandler
 from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
@@ -92,8 +89,7 @@ def _take(seconds: float, why: str) -> bool:
         budget = RetryBudget(SLACK_RETRY_BUDGET_S)
     if budget.take(seconds):
         return True
-    _log().warning("slack_retry_over_budget", reason=why, wait_s=round(seconds, 2),
-                   left_s=round(budget.left, 2))
+    _log().warning("slack_retry_over_budget", reason=why, wait_s=round(seconds, 2), left_s=round(budget.left, 2))
     return False
 
 
@@ -116,31 +112,53 @@ def _retry_after(response: HttpResponse) -> float:
 class BudgetedRateLimitRetryHandler(RateLimitErrorRetryHandler):
     """429: wait Retry-After (plus a little jitter) when the turn's allowance covers it."""
 
-    def _can_retry(self, *, state: RetryState, request: HttpRequest,
-                   response: HttpResponse | None = None, error: Exception | None = None) -> bool:
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
         if response is None or response.status_code != 429:
             return False
         return _reserve(state, _retry_after(response) + random.uniform(0.0, 0.2), "rate_limited")
 
-    def prepare_for_next_attempt(self, *, state: RetryState, request: HttpRequest,
-                                 response: HttpResponse | None = None,
-                                 error: Exception | None = None) -> None:
+    def prepare_for_next_attempt(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> None:
         _wait_reserved(state)
 
 
 class BudgetedServerErrorRetryHandler(ServerErrorRetryHandler):
     """5xx: back off (0.5 s, 1 s, …) when the turn's allowance covers it."""
 
-    def _can_retry(self, *, state: RetryState, request: HttpRequest,
-                   response: HttpResponse | None = None, error: Exception | None = None) -> bool:
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
         if response is None or response.status_code not in SERVER_ERROR_STATUSES:
             return False
         wait = self.interval_calculator.calculate_sleep_duration(state.current_attempt)
         return _reserve(state, wait, f"server_error_{response.status_code}")
 
-    def prepare_for_next_attempt(self, *, state: RetryState, request: HttpRequest,
-                                 response: HttpResponse | None = None,
-                                 error: Exception | None = None) -> None:
+    def prepare_for_next_attempt(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> None:
         _wait_reserved(state)
 
 
@@ -164,7 +182,8 @@ def make_client(token: SecretStr | None, api_url: str | None = None) -> WebClien
     if token is None:
         raise ConfigError(
             "SLACK_BOT_TOKEN is not set: install the app to your workspace and copy the "
-            "Bot User OAuth Token (xoxb-…) from its OAuth & Permissions page")
+            "Bot User OAuth Token (xoxb-…) from its OAuth & Permissions page"
+        )
     kwargs: dict[str, Any] = {"token": token.get_secret_value(), "timeout": SLACK_TIMEOUT_S}
     if api_url:
         kwargs["base_url"] = api_url.rstrip("/") + "/"
@@ -181,11 +200,13 @@ def fetch_identity(client: WebClient) -> Identity:
     except SlackApiError as exc:
         raise ConfigError(
             f"Slack refused SLACK_BOT_TOKEN (auth.test: {slack_error(exc)}); copy the Bot User "
-            "OAuth Token (xoxb-…) from the app's OAuth & Permissions page") from exc
+            "OAuth Token (xoxb-…) from the app's OAuth & Permissions page"
+        ) from exc
     except SLACK_ERRORS as exc:
         raise ConfigError(
             f"cannot reach the Slack Web API at {client.base_url} ({slack_error(exc)}); "
-            "check CITEBOT_SLACK_API_URL and the network") from exc
+            "check CITEBOT_SLACK_API_URL and the network"
+        ) from exc
     return Identity(bot_user_id=r.get("user_id"), bot_id=r.get("bot_id"), team_id=r.get("team_id"))
 
 

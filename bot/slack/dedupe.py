@@ -94,8 +94,9 @@ class RedisDeduper:
     """Shared by every replica: `SET prefix+key 1 NX EX ttl` is atomic in Redis; claims are
     kept in this process too, for when Redis is down (see the module docstring)."""
 
-    def __init__(self, client: redis.Redis, prefix: str = "citebot:", ttl_s: int = DEDUPE_TTL_S,
-                 poll_s: float = RESYNC_POLL_S) -> None:
+    def __init__(
+        self, client: redis.Redis, prefix: str = "citebot:", ttl_s: int = DEDUPE_TTL_S, poll_s: float = RESYNC_POLL_S
+    ) -> None:
         self.client = client
         self.prefix = prefix + "seen:"
         self.ttl_s = ttl_s
@@ -119,8 +120,9 @@ class RedisDeduper:
         """Start the watcher that resyncs the claims once Redis answers again."""
         with self._watch_lock:
             if self._watcher is None or not self._watcher.is_alive():
-                self._watcher = threading.Thread(target=self._resync_when_back, daemon=True,
-                                                 name="citebot-dedupe-resync")
+                self._watcher = threading.Thread(
+                    target=self._resync_when_back, daemon=True, name="citebot-dedupe-resync"
+                )
                 self._watcher.start()
 
     def _resync_when_back(self) -> None:
@@ -138,7 +140,7 @@ class RedisDeduper:
         claims = self.local.claims()
         for i in range(0, len(claims), RESYNC_BATCH):
             pipe = self.client.pipeline(transaction=False)
-            for key, left_s in claims[i:i + RESYNC_BATCH]:
+            for key, left_s in claims[i : i + RESYNC_BATCH]:
                 pipe.set(self.prefix + key, b"1", nx=True, ex=max(1, int(left_s)))
             pipe.execute()
         if not claims:

@@ -28,10 +28,17 @@ def failure_notice(exc: BaseException, turn_id: str) -> SlackMessage:
 
 def turn_metadata(record: TurnRecord) -> dict:
     """The message metadata of an answer: how its thread is read back (bot.slack.recall)."""
-    return {"event_type": TURN_EVENT, "event_payload": {
-        "turn_id": record.turn_id, "question": record.question,
-        "condensed_query": record.condensed_query, "error": bool(record.error),
-        "refused": record.refused, "outcome": record.outcome}}
+    return {
+        "event_type": TURN_EVENT,
+        "event_payload": {
+            "turn_id": record.turn_id,
+            "question": record.question,
+            "condensed_query": record.condensed_query,
+            "error": bool(record.error),
+            "refused": record.refused,
+            "outcome": record.outcome,
+        },
+    }
 
 
 class Delivery:
@@ -41,21 +48,31 @@ class Delivery:
 
     def post(self, q: Question, message: SlackMessage, metadata: dict | None = None) -> str | None:
         r = self.client.chat_postMessage(
-            channel=q.channel, thread_ts=q.reply_thread_ts, text=message.text,
-            blocks=message.block_dicts(), metadata=metadata, unfurl_links=False, unfurl_media=False)
+            channel=q.channel,
+            thread_ts=q.reply_thread_ts,
+            text=message.text,
+            blocks=message.block_dicts(),
+            metadata=metadata,
+            unfurl_links=False,
+            unfurl_media=False,
+        )
         return r.get("ts")
 
     def post_ephemeral(self, q: Question, message: SlackMessage) -> None:
         if not q.user:
             return
-        self.client.chat_postEphemeral(channel=q.channel, user=q.user, thread_ts=q.reply_thread_ts,
-                                       text=message.text, blocks=message.block_dicts())
+        self.client.chat_postEphemeral(
+            channel=q.channel, user=q.user, thread_ts=q.reply_thread_ts, text=message.text, blocks=message.block_dicts()
+        )
 
     def progress(self, q: Question, turn_id: str) -> str | None:
         """The placeholder; None when Slack refused it (the answer is then posted fresh)."""
         try:
-            return self.post(q, render_progress(turn_id, q.text),
-                             {"event_type": PROGRESS_EVENT, "event_payload": {"turn_id": turn_id}})
+            return self.post(
+                q,
+                render_progress(turn_id, q.text),
+                {"event_type": PROGRESS_EVENT, "event_payload": {"turn_id": turn_id}},
+            )
         except SLACK_ERRORS as exc:
             log.warning("slack_progress_failed", error=slack_failed(exc))
             return None
@@ -68,8 +85,9 @@ class Delivery:
         delivered = False
         if progress_ts:
             try:
-                self.client.chat_update(channel=q.channel, ts=progress_ts, text=first.text,
-                                        blocks=first.block_dicts(), metadata=metadata)
+                self.client.chat_update(
+                    channel=q.channel, ts=progress_ts, text=first.text, blocks=first.block_dicts(), metadata=metadata
+                )
                 delivered = True
             except SLACK_ERRORS as exc:
                 log.warning("slack_update_failed", error=slack_failed(exc))
@@ -89,8 +107,9 @@ class Delivery:
         notice = failure_notice(exc, turn_id)
         try:
             if progress_ts:
-                self.client.chat_update(channel=q.channel, ts=progress_ts, text=notice.text,
-                                        blocks=notice.block_dicts())
+                self.client.chat_update(
+                    channel=q.channel, ts=progress_ts, text=notice.text, blocks=notice.block_dicts()
+                )
             else:
                 self.post(q, notice)
             return
@@ -103,8 +122,7 @@ class Delivery:
 
     def private_turn(self, q: Question, record: TurnRecord) -> None:
         """The answer, with a Share button, as ephemeral messages to the asker."""
-        for message in render_turn(record, ephemeral=True, show_question=True,
-                                   url_template=self.url_template):
+        for message in render_turn(record, ephemeral=True, show_question=True, url_template=self.url_template):
             self.post_ephemeral(q, message)
 
     def private_failure(self, q: Question, turn_id: str, exc: BaseException) -> None:
@@ -114,13 +132,15 @@ class Delivery:
         except SLACK_ERRORS as post_exc:
             log.error("slack_reply_failed", error=slack_failed(post_exc))
 
-    def respond(self, respond: Respond, message: SlackMessage, q: Question | None = None,
-                response_type: str = "ephemeral") -> bool:
+    def respond(
+        self, respond: Respond, message: SlackMessage, q: Question | None = None, response_type: str = "ephemeral"
+    ) -> bool:
         """Through response_url; an ephemeral message from the bot if that fails.
         True when the message reached Slack one way or the other."""
         try:
-            r = respond(text=message.text, blocks=message.block_dicts(), response_type=response_type,
-                        replace_original=False)
+            r = respond(
+                text=message.text, blocks=message.block_dicts(), response_type=response_type, replace_original=False
+            )
             if r.status_code == 200:
                 return True
             log.warning("slack_respond_failed", status=r.status_code, body=r.body[:200])

@@ -42,7 +42,7 @@ def strip_emphasis(text: str) -> str:
         if n < len(newlines) and newlines[n] < j:
             continue  # the inside stays on one line ("." does not match a line break)
         out.append(text[done:i])
-        out.append(text[i + 1:j])
+        out.append(text[i + 1 : j])
         done = j + 1
     out.append(text[done:])
     return "".join(out)

@@ -23,14 +23,7 @@ from datetime import datetime
 
 import structlog
 from slack_sdk import WebClient
-from slack_sdk.models.blocks import (
-    Block,
-    ContextBlock,
-    DividerBlock,
-    HeaderBlock,
-    MarkdownTextObject,
-    SectionBlock,
-)
+from slack_sdk.models.blocks import Block, ContextBlock, DividerBlock, HeaderBlock, MarkdownTextObject, SectionBlock
 from slack_sdk.models.views import View
 
 from bot.answer.gate import CLOSEST
@@ -86,13 +79,17 @@ def measure_coverage(store: Store, scope: Scope) -> Coverage:
     common = _common_folder(sources)
     groups: dict[str, list[str]] = {}
     for source in sources:
-        rest = source[len(common):]
+        rest = source[len(common) :]
         folder, sep, _ = rest.partition("/")
         groups.setdefault(folder + "/" if sep else "", []).append(rest)
     folders = tuple(
-        Folder(common + name if name else common, len(members),
-               tuple(m[len(name):] for m in members[:EXAMPLES_PER_FOLDER]))
-        for name, members in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+        Folder(
+            common + name if name else common,
+            len(members),
+            tuple(m[len(name) :] for m in members[:EXAMPLES_PER_FOLDER]),
+        )
+        for name, members in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    )
     return Coverage(len(sources), passages, folders)
 
 
@@ -113,8 +110,14 @@ class HomeTab:
     """Builds and publishes each person's Home tab: the store, the turn log and the recent
     turns are read through the bot's TurnRunner."""
 
-    def __init__(self, runner: TurnRunner, client: WebClient, scopes: Scopes, command: str,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        runner: TurnRunner,
+        client: WebClient,
+        scopes: Scopes,
+        command: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.runner = runner
         self.client = client
         self.scopes = scopes
@@ -152,13 +155,15 @@ class HomeTab:
     def view(self, user: str, channel: str = "") -> View:
         # The app's DM with this person is a D… channel; its policy is their [users] table,
         # else the default (a table for that very channel wins, as for any DM).
-        policy = self.scopes.for_channel(channel if channel.startswith("D") else "D", user,
-                                         own_dm=True)
+        policy = self.scopes.for_channel(channel if channel.startswith("D") else "D", user, own_dm=True)
         blocks: list[Block] = [HeaderBlock(text="citebot")]
-        blocks.append(_section(
-            "I answer questions from the team's documents. Every claim cites the passage it "
-            "comes from, every quotation is checked against the source, and when the documents "
-            "do not cover a question I say so and show the nearest passages instead of guessing."))
+        blocks.append(
+            _section(
+                "I answer questions from the team's documents. Every claim cites the passage it "
+                "comes from, every quotation is checked against the source, and when the documents "
+                "do not cover a question I say so and show the nearest passages instead of guessing."
+            )
+        )
         blocks.append(DividerBlock())
         blocks.extend(self._covers(policy))
         blocks.append(DividerBlock())
@@ -169,40 +174,54 @@ class HomeTab:
 
     def _covers(self, policy: ChannelPolicy) -> list[Block]:
         users_table = policy.scope.name.startswith("users.")
-        where = ("Your direct messages with me" if users_table else
-                 "Direct messages, and channels without a scope of their own,")
+        where = (
+            "Your direct messages with me"
+            if users_table
+            else "Direct messages, and channels without a scope of their own,"
+        )
         head = "*What I cover here*\n"
         if policy.reply == "off":
-            return [_section(head + "Direct messages are turned off in this workspace; ask me "
-                             "in a channel where I answer.")]
+            return [
+                _section(head + "Direct messages are turned off in this workspace; ask me in a channel where I answer.")
+            ]
         try:
             cov = self.coverage(policy.scope)
         except Exception as exc:  # said in the view, the cause in the log
             HOME_FAILURES.labels("coverage").inc()
             log.error("home_coverage_failed", error=str(exc), exc_info=exc)
-            return [_section(head + "I can't read the collection right now, so I can't say "
-                             "what it holds. Questions may fail too; please try again later.")]
+            return [
+                _section(
+                    head + "I can't read the collection right now, so I can't say "
+                    "what it holds. Questions may fail too; please try again later."
+                )
+            ]
         if cov.documents == 0:
-            return [_section(head + f"{where} are answered from no documents yet: nothing in "
-                             "the collection is open to them.")]
+            return [
+                _section(
+                    head + f"{where} are answered from no documents yet: nothing in the collection is open to them."
+                )
+            ]
         plural = "s" if cov.documents != 1 else ""
-        lines = [f"{where} are answered from *{cov.documents} document{plural}* "
-                 + f"({cov.passages} passages):"]
+        lines = [f"{where} are answered from *{cov.documents} document{plural}* " + f"({cov.passages} passages):"]
         for folder in cov.folders[:FOLDERS_SHOWN]:
             name = f"`{escape(folder.name)}`" if folder.name else "at the top"
             more = folder.documents - len(folder.examples)
-            examples = ", ".join(escape(e) for e in folder.examples) + (
-                f" and {more} more" if more > 0 else "")
-            lines.append(f"• {name} — {folder.documents} document"
-                         f"{'s' if folder.documents != 1 else ''}: {examples}")
+            examples = ", ".join(escape(e) for e in folder.examples) + (f" and {more} more" if more > 0 else "")
+            lines.append(f"• {name} — {folder.documents} document{'s' if folder.documents != 1 else ''}: {examples}")
         rest = cov.folders[FOLDERS_SHOWN:]
         if rest:
-            lines.append(f"• …and {len(rest)} more folders "
-                         f"({sum(f.documents for f in rest)} documents)")
+            lines.append(f"• …and {len(rest)} more folders ({sum(f.documents for f in rest)} documents)")
         blocks: list[Block] = [_section(head + "\n".join(lines))]
-        blocks.append(ContextBlock(elements=[MarkdownTextObject(
-            text="A channel may be answered from a different part of the collection; ask there "
-                 "to see what it covers.")]))
+        blocks.append(
+            ContextBlock(
+                elements=[
+                    MarkdownTextObject(
+                        text="A channel may be answered from a different part of the collection; ask there "
+                        "to see what it covers."
+                    )
+                ]
+            )
+        )
         return blocks
 
     def coverage(self, scope: Scope) -> Coverage:
@@ -230,7 +249,8 @@ class HomeTab:
             f"• *{escape(SHORTCUT_NAME)}* on any message (its ⋮ menu) — an answer about that "
             "message, only you see it, in its thread, with a button to share it.\n"
             f"• `{c} why` explains my last answer to you, `{c} why t-…` any turn of yours; "
-            f"`{c} help` lists the commands.")
+            f"`{c} help` lists the commands."
+        )
 
     def _turns(self, user: str) -> list[Block]:
         head = "*Your latest questions*"
@@ -255,13 +275,23 @@ class HomeTab:
         if unreadable:
             lines.append(f"_{unreadable} more I can't read back from the turn log right now._")
         if not lines:
-            return [_section(head + "\nNone yet — ask me something, and your questions will be "
-                             "listed here with their turn ids.")]
+            return [
+                _section(
+                    head + "\nNone yet — ask me something, and your questions will be listed here with their turn ids."
+                )
+            ]
         blocks: list[Block] = [_section(head)]
         blocks.extend(_section(line) for line in lines)
-        blocks.append(ContextBlock(elements=[MarkdownTextObject(
-            text=f"Only you see this list. `{escape(self.command)} why t-…` explains a turn; "
-                 "`citebot turns show t-…` prints its whole record.")]))
+        blocks.append(
+            ContextBlock(
+                elements=[
+                    MarkdownTextObject(
+                        text=f"Only you see this list. `{escape(self.command)} why t-…` explains a turn; "
+                        "`citebot turns show t-…` prints its whole record."
+                    )
+                ]
+            )
+        )
         return blocks
 
     def _turn_line(self, turn_id: str, user: str) -> str | None:
@@ -277,8 +307,10 @@ class HomeTab:
             return None
         where = _where(record, self.command)
         stale = f" · ⚠️ {STALE_WORDING}" if self._stale(raw) else ""
-        return (f"`{escape(str(record.turn_id))}` · {_when(record.created_at)} · {where}"
-                f" · {_outcome(record)}{stale}\n>{escape(truncate(str(record.question), SNIPPET_MAX))}")
+        return (
+            f"`{escape(str(record.turn_id))}` · {_when(record.created_at)} · {where}"
+            f" · {_outcome(record)}{stale}\n>{escape(truncate(str(record.question), SNIPPET_MAX))}"
+        )
 
     def _stale(self, raw: dict) -> bool:
         """Whether a passage the turn cited has changed since (bot/owners/stale.py); a store
@@ -326,5 +358,6 @@ def _outcome(record: TurnRecord) -> str:
     if record.refused:
         return "🚫 not covered by the collection"
     failed = failed_checks(record)
-    return ("🔎 the closest the documents come" if record.outcome == CLOSEST else "✅ answered") + (f", ⚠️ {failed} check{'s' if failed != 1 else ''} flagged"
-                           if failed else "")
+    return ("🔎 the closest the documents come" if record.outcome == CLOSEST else "✅ answered") + (
+        f", ⚠️ {failed} check{'s' if failed != 1 else ''} flagged" if failed else ""
+    )

@@ -50,21 +50,27 @@ _FILLER_START = re.compile(
     r"^(?:"
     rf"(?:hey|heya|hi|hiya|hello|yo|morning|good (?:morning|afternoon|evening))"
     rf"(?:\s+(?:all|team|folks|everyone|there|y'all|@?citebot))?\b{_P}*"  # a greeting
-    rf"|@?citebot\b{_P}*"                                              # the name typed out
+    rf"|@?citebot\b{_P}*"  # the name typed out
     rf"|(?:(?:quick|random|dumb|silly|stupid|noob|small|tiny)\s+)?(?:q|qq|question|query)"
-    rf"\s*[:,\-–—]+\s*"                                                 # "quick q:"
+    rf"\s*[:,\-–—]+\s*"  # "quick q:"
     rf"|sorry to bother(?: you)?\b{_P}*"
-    rf"|(?:(?:ok|okay|so|um+|uh+)\b\s*)+[,:;!.\-–—]+\s*"                  # "ok so," "um,"
-    r")+", re.IGNORECASE)
+    rf"|(?:(?:ok|okay|so|um+|uh+)\b\s*)+[,:;!.\-–—]+\s*"  # "ok so," "um,"
+    r")+",
+    re.IGNORECASE,
+)
 # The run before "thanks" is matched from its first character only ((?<!…)): searched from
 # every character of a long run of punctuation, it would read the run once per character.
-_FILLER_END = re.compile(r"(?:(?<![\s,;.!\-–—])[\s,;.!\-–—]+)?\b(?:thanks?(?: a lot| so much)?|thx|ty|cheers|pls|please"
-                         r"|tia)[\s!.]*$", re.IGNORECASE)
+_FILLER_END = re.compile(
+    r"(?:(?<![\s,;.!\-–—])[\s,;.!\-–—]+)?\b(?:thanks?(?: a lot| so much)?|thx|ty|cheers|pls|please"
+    r"|tia)[\s!.]*$",
+    re.IGNORECASE,
+)
 # In a fenced block (a pasted log, config or trace) only identifier-like tokens are kept:
 # snake_case, dotted.names, CamelCase, ALL_CAPS, codes with digits, --flags.
 _IDENTIFIER = re.compile(
     r"--?[A-Za-z][\w-]+|[A-Za-z_][\w]*(?:[._:/-][A-Za-z_0-9][\w]*)+|[A-Za-z]+\d\w*|\d+[A-Za-z]\w*"
-    r"|[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*|[A-Z][A-Z0-9_]{1,}|\w+_\w+")
+    r"|[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*|[A-Z][A-Z0-9_]{1,}|\w+_\w+"
+)
 FENCE_IDENTIFIERS_MAX = 12
 # Identifiers are looked for inside runs of identifier characters only (no match crosses
 # one), and a run longer than this is no identifier (a pasted hash or base64 blob): read
@@ -85,13 +91,19 @@ class Identity:
 
     def wrote(self, message: dict) -> bool:
         """Whether citebot itself posted this message."""
-        return bool((self.bot_id and message.get("bot_id") == self.bot_id)
-                    or (self.bot_user_id and message.get("user") == self.bot_user_id))
+        return bool(
+            (self.bot_id and message.get("bot_id") == self.bot_id)
+            or (self.bot_user_id and message.get("user") == self.bot_user_id)
+        )
 
     def from_a_bot(self, event: dict) -> bool:
         """Bots, citebot included, never trigger a turn."""
-        return bool(event.get("bot_id") or event.get("bot_profile")
-                    or event.get("subtype") == "bot_message" or self.wrote(event))
+        return bool(
+            event.get("bot_id")
+            or event.get("bot_profile")
+            or event.get("subtype") == "bot_message"
+            or self.wrote(event)
+        )
 
 
 @dataclass(frozen=True)
@@ -151,8 +163,10 @@ def cut(text: object) -> tuple[str, int | None]:
 
 def cut_notice(chars: int) -> str:
     """What the asker is told when their text was cut."""
-    return (f"✂️ Your message is {chars:,} characters long; I read only its first "
-            f"{QUESTION_MAX_CHARS:,} and answer from those.")
+    return (
+        f"✂️ Your message is {chars:,} characters long; I read only its first "
+        f"{QUESTION_MAX_CHARS:,} and answer from those."
+    )
 
 
 def cleaned(q: Question) -> Question:
@@ -214,13 +228,23 @@ def mention_question(event: dict, event_id: str | None, retry_num: str | None) -
     thread_ts = event.get("thread_ts") or ts
     text, cut_from = cut(event.get("text"))
     return Question(
-        text=text, user=event.get("user"), channel=channel,
-        surface=SURFACE_MENTION, reply_thread_ts=thread_ts, thread_key=f"{channel}:{thread_ts}",
-        message_ts=ts, event_id=event_id, retry_num=retry_num, raw=True, cut_from=cut_from)
+        text=text,
+        user=event.get("user"),
+        channel=channel,
+        surface=SURFACE_MENTION,
+        reply_thread_ts=thread_ts,
+        thread_key=f"{channel}:{thread_ts}",
+        message_ts=ts,
+        event_id=event_id,
+        retry_num=retry_num,
+        raw=True,
+        cut_from=cut_from,
+    )
 
 
-def message_question(event: dict, event_id: str | None, retry_num: str | None,
-                     bot_user_id: str | None) -> Question | None:
+def message_question(
+    event: dict, event_id: str | None, retry_num: str | None, bot_user_id: str | None
+) -> Question | None:
     """A direct message, or a reply in a thread (which may be one citebot answered in);
     None for anything citebot does not answer from a message event."""
     channel = event.get("channel", "")
@@ -231,15 +255,32 @@ def message_question(event: dict, event_id: str | None, retry_num: str | None,
     text, cut_from = cut(whole)
     if event.get("channel_type") == "im":
         return Question(
-            text=text, user=event.get("user"), channel=channel,
-            surface=SURFACE_DM, reply_thread_ts=thread_ts,
+            text=text,
+            user=event.get("user"),
+            channel=channel,
+            surface=SURFACE_DM,
+            reply_thread_ts=thread_ts,
             thread_key=f"{channel}:{thread_ts}" if thread_ts else channel,
-            message_ts=ts, event_id=event_id, retry_num=retry_num, raw=True, cut_from=cut_from)
+            message_ts=ts,
+            event_id=event_id,
+            retry_num=retry_num,
+            raw=True,
+            cut_from=cut_from,
+        )
     if not thread_ts or thread_ts == ts:
         return None  # channel chatter; citebot answers mentions there
     if bot_user_id and f"<@{bot_user_id}" in whole:
         return None  # a mention anywhere in it, past the cut too: app_mention answers it
     return Question(
-        text=text, user=event.get("user"), channel=channel,
-        surface=SURFACE_THREAD, reply_thread_ts=thread_ts, thread_key=f"{channel}:{thread_ts}",
-        message_ts=ts, event_id=event_id, retry_num=retry_num, raw=True, cut_from=cut_from)
+        text=text,
+        user=event.get("user"),
+        channel=channel,
+        surface=SURFACE_THREAD,
+        reply_thread_ts=thread_ts,
+        thread_key=f"{channel}:{thread_ts}",
+        message_ts=ts,
+        event_id=event_id,
+        retry_num=retry_num,
+        raw=True,
+        cut_from=cut_from,
+    )

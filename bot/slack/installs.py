@@ -41,8 +41,7 @@ BOT = "bot"
 LATEST = "latest"
 
 
-def owner_key(enterprise_id: str | None, team_id: str | None,
-              is_enterprise_install: bool | None = False) -> str:
+def owner_key(enterprise_id: str | None, team_id: str | None, is_enterprise_install: bool | None = False) -> str:
     """The owner an install belongs to: the organisation for an org-wide install, else the
     workspace (with its organisation, if any)."""
     if is_enterprise_install:
@@ -51,8 +50,7 @@ def owner_key(enterprise_id: str | None, team_id: str | None,
 
 
 def installation_owner(installation: Installation | Bot) -> str:
-    return owner_key(installation.enterprise_id, installation.team_id,
-                     installation.is_enterprise_install)
+    return owner_key(installation.enterprise_id, installation.team_id, installation.is_enterprise_install)
 
 
 def _encode(model: Installation | Bot) -> str:
@@ -97,14 +95,20 @@ class RowsInstallationStore(InstallationStore):
     def save_bot(self, bot: Bot) -> None:
         self.rows.put(installation_owner(bot), {BOT: _encode(bot)})
 
-    def find_bot(self, *, enterprise_id: str | None, team_id: str | None,
-                 is_enterprise_install: bool | None = False) -> Bot | None:
+    def find_bot(
+        self, *, enterprise_id: str | None, team_id: str | None, is_enterprise_install: bool | None = False
+    ) -> Bot | None:
         raw = self.rows.get(owner_key(enterprise_id, team_id, is_enterprise_install), BOT)
         return None if raw is None else Bot(**json.loads(raw))
 
-    def find_installation(self, *, enterprise_id: str | None, team_id: str | None,
-                          user_id: str | None = None,
-                          is_enterprise_install: bool | None = False) -> Installation | None:
+    def find_installation(
+        self,
+        *,
+        enterprise_id: str | None,
+        team_id: str | None,
+        user_id: str | None = None,
+        is_enterprise_install: bool | None = False,
+    ) -> Installation | None:
         owner = owner_key(enterprise_id, team_id, is_enterprise_install)
         field = f"user:{user_id}" if user_id else LATEST
         # Read with the bot's own row, in one read: it holds the freshest bot token (a
@@ -120,8 +124,9 @@ class RowsInstallationStore(InstallationStore):
     def delete_bot(self, *, enterprise_id: str | None, team_id: str | None) -> None:
         self.rows.delete(owner_key(enterprise_id, team_id), (BOT,))
 
-    def delete_installation(self, *, enterprise_id: str | None, team_id: str | None,
-                            user_id: str | None = None) -> None:
+    def delete_installation(
+        self, *, enterprise_id: str | None, team_id: str | None, user_id: str | None = None
+    ) -> None:
         owner = owner_key(enterprise_id, team_id)
         if user_id:
             self.rows.delete(owner, (f"user:{user_id}",))
@@ -178,7 +183,7 @@ class RedisRows:
     def owners(self) -> list[str]:
         with redis_errors("list Slack installations"):
             keys = list(self.client.scan_iter(match=self.prefix + "*", count=500))
-        return sorted((k.decode() if isinstance(k, bytes) else str(k))[len(self.prefix):] for k in keys)
+        return sorted((k.decode() if isinstance(k, bytes) else str(k))[len(self.prefix) :] for k in keys)
 
 
 class EmbeddedRows:

@@ -27,20 +27,8 @@ from bot.slack.client import (
     BudgetedRateLimitRetryHandler,
     BudgetedServerErrorRetryHandler,
 )
-from bot.slack.installs import (
-    EmbeddedRows,
-    EmbeddedStateStore,
-    RedisRows,
-    RedisStateStore,
-    RowsInstallationStore,
-)
-from bot.slack.oauth import (
-    ProcessLocks,
-    RedisLocks,
-    RotatingInstallationStore,
-    oauth_settings,
-    rotator,
-)
+from bot.slack.installs import EmbeddedRows, EmbeddedStateStore, RedisRows, RedisStateStore, RowsInstallationStore
+from bot.slack.oauth import ProcessLocks, RedisLocks, RotatingInstallationStore, oauth_settings, rotator
 from bot.slack.workspace import TeamClient, TeamIdentity, TeamTurnLog, bind_workspace, workspace_of
 
 if TYPE_CHECKING:
@@ -78,8 +66,9 @@ def many_workspaces(components: Any, client: WebClient | None = None) -> ManyWor
     assert s.slack_client_id is not None and s.slack_client_secret is not None  # oauth_enabled()
     secret = s.slack_client_secret.get_secret_value()
     if client is None:
-        client = TeamClient(base_url=(s.slack_api_url or "https://slack.com/api/").rstrip("/") + "/",
-                            timeout=SLACK_TIMEOUT_S)
+        client = TeamClient(
+            base_url=(s.slack_api_url or "https://slack.com/api/").rstrip("/") + "/", timeout=SLACK_TIMEOUT_S
+        )
         client.retry_handlers.append(BudgetedRateLimitRetryHandler(max_retry_count=RATE_LIMIT_RETRIES))
         client.retry_handlers.append(BudgetedServerErrorRetryHandler(max_retry_count=SERVER_ERROR_RETRIES))
     redis = components.redis
@@ -90,14 +79,21 @@ def many_workspaces(components: Any, client: WebClient | None = None) -> ManyWor
     else:
         store = components.store if isinstance(components.store, EmbeddedStore) else EmbeddedStore(s.store)
         rows, states, locks = EmbeddedRows(store), EmbeddedStateStore(store), ProcessLocks()
-    installations = RotatingInstallationStore(RowsInstallationStore(rows),
-                                              rotator(client, s.slack_client_id, secret), locks)
-    settings = oauth_settings(client_id=s.slack_client_id, client_secret=secret, scopes=s.slack_scopes,
-                              installation_store=installations, state_store=states)
+    installations = RotatingInstallationStore(
+        RowsInstallationStore(rows), rotator(client, s.slack_client_id, secret), locks
+    )
+    settings = oauth_settings(
+        client_id=s.slack_client_id,
+        client_secret=secret,
+        scopes=s.slack_scopes,
+        installation_store=installations,
+        state_store=states,
+    )
     turnlog = TeamTurnLog(components.turnlog)
     components.turnlog = turnlog  # the answerer records each turn's team
-    return ManyWorkspaces(client=client, identity=TeamIdentity(), turnlog=turnlog,
-                          installations=installations, settings=settings)
+    return ManyWorkspaces(
+        client=client, identity=TeamIdentity(), turnlog=turnlog, installations=installations, settings=settings
+    )
 
 
 class Uninstalls:
@@ -117,16 +113,16 @@ class Uninstalls:
             self.forget(context, "tokens_revoked")
             return
         for user in tokens.get("oauth") or []:
-            self.installations.delete_installation(enterprise_id=context.enterprise_id,
-                                                   team_id=_team(context), user_id=user)
+            self.installations.delete_installation(
+                enterprise_id=context.enterprise_id, team_id=_team(context), user_id=user
+            )
         log.info("slack_tokens_revoked", people=len(tokens.get("oauth") or []))
 
     def forget(self, context: BoltContext, why: str) -> None:
         ws = workspace_of(context)
         self.installations.delete_all(enterprise_id=context.enterprise_id, team_id=_team(context))
         purged = purge(self.turnlog, self.state, None, (), teams=[ws.team]) if ws.team else None
-        log.info("slack_workspace_forgotten", reason=why, team=ws.team,
-                 **(purged.as_dict() if purged else {}))
+        log.info("slack_workspace_forgotten", reason=why, team=ws.team, **(purged.as_dict() if purged else {}))
 
 
 def _team(context: BoltContext) -> str | None:

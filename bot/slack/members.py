@@ -52,8 +52,7 @@ class Membership:
         cursor = None
         for _ in range(MEMBERS_PAGES_MAX):
             try:
-                page = self.client.conversations_members(channel=channel, limit=MEMBERS_PAGE,
-                                                         cursor=cursor)
+                page = self.client.conversations_members(channel=channel, limit=MEMBERS_PAGE, cursor=cursor)
             except SLACK_ERRORS as exc:  # channel_not_found: private and citebot not in it
                 log.info("slack_members_unknown", viewed=channel, error=slack_failed(exc))
                 return False

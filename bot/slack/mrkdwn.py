@@ -61,8 +61,9 @@ def source_label(source: str, heading_path: list[str], page: str | None) -> str:
     return label
 
 
-def source_line(number: int | None, source: str, heading_path: list[str], page: str | None,
-                url: str | None = None) -> str:
+def source_line(
+    number: int | None, source: str, heading_path: list[str], page: str | None, url: str | None = None
+) -> str:
     """`*[1]* handbook/x.md — Section › Subsection, p. iv`, escaped; with a usable address a
     Slack link, `<url|[1] handbook/x.md — Section › Subsection>` (a label holds no formatting)."""
     label = source_label(source, heading_path, page)
@@ -96,5 +97,4 @@ def passage_line(passage: dict, url_template: str | None = None) -> str:
         url = passage.get("url")
     else:
         url = link_for(source, None, None, url_template)
-    return source_line(passage.get("number"), source, list(passage.get("heading_path") or []),
-                       passage.get("page"), url)
+    return source_line(passage.get("number"), source, list(passage.get("heading_path") or []), passage.get("page"), url)

@@ -81,12 +81,10 @@ class RedisLocks:
 
     @contextmanager
     def __call__(self, owner: str) -> Iterator[None]:
-        lock = self.client.lock(self.prefix + owner, timeout=LOCK_TIMEOUT_S,
-                                blocking_timeout=LOCK_WAIT_S)
+        lock = self.client.lock(self.prefix + owner, timeout=LOCK_TIMEOUT_S, blocking_timeout=LOCK_WAIT_S)
         with redis_errors("lock a Slack token refresh"):
             if not lock.acquire():
-                raise TimeoutError(f"another replica's refresh of {owner}'s Slack token took "
-                                   f"over {LOCK_WAIT_S} s")
+                raise TimeoutError(f"another replica's refresh of {owner}'s Slack token took over {LOCK_WAIT_S} s")
         try:
             yield
         finally:
@@ -98,8 +96,7 @@ class RotatingInstallationStore(InstallationStore):
     """An installation store whose reads refresh a bot token near its expiry, once across
     every replica (the lock), and save the refreshed tokens before answering."""
 
-    def __init__(self, inner: Any, rotator: TokenRotator, lock: Lock,
-                 before_min: int = ROTATE_BEFORE_MIN) -> None:
+    def __init__(self, inner: Any, rotator: TokenRotator, lock: Lock, before_min: int = ROTATE_BEFORE_MIN) -> None:
         self.inner = inner
         self.rotator = rotator
         self.lock = lock
@@ -115,10 +112,14 @@ class RotatingInstallationStore(InstallationStore):
     def save_bot(self, bot: Bot) -> None:
         self.inner.save_bot(bot)
 
-    def find_bot(self, *, enterprise_id: str | None, team_id: str | None,
-                 is_enterprise_install: bool | None = False) -> Bot | None:
-        ids: dict[str, Any] = {"enterprise_id": enterprise_id, "team_id": team_id,
-                               "is_enterprise_install": is_enterprise_install}
+    def find_bot(
+        self, *, enterprise_id: str | None, team_id: str | None, is_enterprise_install: bool | None = False
+    ) -> Bot | None:
+        ids: dict[str, Any] = {
+            "enterprise_id": enterprise_id,
+            "team_id": team_id,
+            "is_enterprise_install": is_enterprise_install,
+        }
         bot = self.inner.find_bot(**ids)
         if bot is None or not self._due(bot.bot_token_expires_at):
             return bot
@@ -132,11 +133,20 @@ class RotatingInstallationStore(InstallationStore):
                 log.info("slack_token_refreshed", team=team_id, enterprise=enterprise_id)
             return fresh or bot
 
-    def find_installation(self, *, enterprise_id: str | None, team_id: str | None,
-                          user_id: str | None = None,
-                          is_enterprise_install: bool | None = False) -> Installation | None:
-        ids: dict[str, Any] = {"enterprise_id": enterprise_id, "team_id": team_id, "user_id": user_id,
-                               "is_enterprise_install": is_enterprise_install}
+    def find_installation(
+        self,
+        *,
+        enterprise_id: str | None,
+        team_id: str | None,
+        user_id: str | None = None,
+        is_enterprise_install: bool | None = False,
+    ) -> Installation | None:
+        ids: dict[str, Any] = {
+            "enterprise_id": enterprise_id,
+            "team_id": team_id,
+            "user_id": user_id,
+            "is_enterprise_install": is_enterprise_install,
+        }
         found = self.inner.find_installation(**ids)
         if found is None or not self._due(found.bot_token_expires_at):
             return found
@@ -144,8 +154,7 @@ class RotatingInstallationStore(InstallationStore):
             found = self.inner.find_installation(**ids)
             if found is None or not self._due(found.bot_token_expires_at):
                 return found
-            fresh = self.rotator.perform_token_rotation(installation=found,
-                                                        minutes_before_expiration=self.before_min)
+            fresh = self.rotator.perform_token_rotation(installation=found, minutes_before_expiration=self.before_min)
             if fresh is not None:
                 self.inner.save(fresh)
                 log.info("slack_token_refreshed", team=team_id, enterprise=enterprise_id)
@@ -154,8 +163,9 @@ class RotatingInstallationStore(InstallationStore):
     def delete_bot(self, *, enterprise_id: str | None, team_id: str | None) -> None:
         self.inner.delete_bot(enterprise_id=enterprise_id, team_id=team_id)
 
-    def delete_installation(self, *, enterprise_id: str | None, team_id: str | None,
-                            user_id: str | None = None) -> None:
+    def delete_installation(
+        self, *, enterprise_id: str | None, team_id: str | None, user_id: str | None = None
+    ) -> None:
         self.inner.delete_installation(enterprise_id=enterprise_id, team_id=team_id, user_id=user_id)
 
     def delete_all(self, *, enterprise_id: str | None, team_id: str | None) -> None:
@@ -168,13 +178,21 @@ class RotatingInstallationStore(InstallationStore):
         return expires_at is not None and expires_at - time.time() < self.before_min * 60
 
 
-def oauth_settings(*, client_id: str, client_secret: str, scopes: str,
-                   installation_store: InstallationStore, state_store: OAuthStateStore
-                   ) -> OAuthSettings:
+def oauth_settings(
+    *,
+    client_id: str,
+    client_secret: str,
+    scopes: str,
+    installation_store: InstallationStore,
+    state_store: OAuthStateStore,
+) -> OAuthSettings:
     """Bolt's OAuth settings: its default paths, the stores, and Bolt's rotation margin."""
     return OAuthSettings(
-        client_id=client_id, client_secret=client_secret, scopes=scopes.split(","),
-        installation_store=installation_store, state_store=state_store,
+        client_id=client_id,
+        client_secret=client_secret,
+        scopes=scopes.split(","),
+        installation_store=installation_store,
+        state_store=state_store,
         token_rotation_expiration_minutes=BOLT_ROTATE_BEFORE_MIN,
     )
 
@@ -184,4 +202,3 @@ def rotator(client: WebClient, client_id: str, client_secret: str) -> TokenRotat
     without any workspace's token."""
     plain = WebClient(base_url=client.base_url, timeout=client.timeout)
     return TokenRotator(client_id=client_id, client_secret=client_secret, client=plain)
-

@@ -32,8 +32,9 @@ TURN_EVENT = "citebot_turn"
 
 
 class ThreadRecall:
-    def __init__(self, client: WebClient, state: ConversationState, identity: Identity,
-                 memo: RecallMemo | None = None) -> None:
+    def __init__(
+        self, client: WebClient, state: ConversationState, identity: Identity, memo: RecallMemo | None = None
+    ) -> None:
         self.client = client
         self.state = state
         self.identity = identity
@@ -55,8 +56,7 @@ class ThreadRecall:
             log.warning("thread_recall_memo_unavailable", error=str(exc))
             wait = 0.0
         if wait > 0:
-            log.warning("slack_thread_recall_degraded", reason="rate_limited",
-                        retry_in_s=round(wait, 1))
+            log.warning("slack_thread_recall_degraded", reason="rate_limited", retry_in_s=round(wait, 1))
             return False
         messages = self._read_thread(q, q.reply_thread_ts)
         if messages is None:
@@ -78,13 +78,13 @@ class ThreadRecall:
     def _read_thread(self, q: Question, thread_ts: str) -> list[dict] | None:
         try:
             r = self.client.conversations_replies(
-                channel=q.channel, ts=thread_ts, include_all_metadata=True, limit=RECALL_MESSAGES)
+                channel=q.channel, ts=thread_ts, include_all_metadata=True, limit=RECALL_MESSAGES
+            )
         except SLACK_ERRORS as exc:
             if isinstance(exc, SlackApiError) and exc.response.status_code == 429:
                 wait = _retry_after(exc) or RATE_LIMITED_WAIT_S
                 self._back_off(wait)
-                log.warning("slack_thread_recall_degraded", reason="rate_limited",
-                            retry_in_s=round(wait, 1))
+                log.warning("slack_thread_recall_degraded", reason="rate_limited", retry_in_s=round(wait, 1))
             else:
                 log.warning("slack_thread_read_failed", error=slack_failed(exc))
             return None
@@ -112,9 +112,11 @@ class ThreadRecall:
         if not payload.get("question"):
             return None
         return PriorTurn(
-            turn_id=str(payload.get("turn_id", "")), question=str(payload["question"]),
+            turn_id=str(payload.get("turn_id", "")),
+            question=str(payload["question"]),
             condensed=str(payload.get("condensed_query") or payload["question"]),
-            answer=unescape(message.get("text", "")))
+            answer=unescape(message.get("text", "")),
+        )
 
 
 def _retry_after(exc: SlackApiError) -> float | None:

@@ -25,12 +25,15 @@ class RecallMemo(Protocol):
     def wait_s(self) -> float:
         """Seconds until conversations.replies may be called again (0: now)."""
         ...
+
     def back_off(self, seconds: float) -> None:
         """Slack answered 429: call no more for `seconds`."""
         ...
+
     def foreign(self, thread_key: str) -> bool:
         """Whether the thread was read lately and held no answer of citebot's."""
         ...
+
     def mark_foreign(self, thread_key: str) -> None: ...
 
 
@@ -65,8 +68,7 @@ class InProcessRecallMemo:
 class RedisRecallMemo:
     """`recall:wait` (a key whose TTL is the back-off) and `recall:foreign:KEY` (an hour)."""
 
-    def __init__(self, client: redis.Redis, prefix: str = "citebot:",
-                 ttl_s: int = FOREIGN_THREAD_TTL_S) -> None:
+    def __init__(self, client: redis.Redis, prefix: str = "citebot:", ttl_s: int = FOREIGN_THREAD_TTL_S) -> None:
         self.client = client
         self.wait_key = prefix + "recall:wait"
         self.foreign_prefix = prefix + "recall:foreign:"

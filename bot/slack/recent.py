@@ -29,6 +29,7 @@ class RecentTurns(Protocol):
     def recent(self, user: str, limit: int) -> list[str]:
         """The person's latest turn ids, newest first (at most `limit`)."""
         ...
+
     def forget(self, user: str) -> None:
         """Drop what is remembered of the person's turns."""
         ...
@@ -58,7 +59,7 @@ class InProcessRecentTurns:
 
     def recent(self, user: str, limit: int) -> list[str]:
         with self._lock:
-            return list(self._turns.get(user) or ())[:max(limit, 0)]
+            return list(self._turns.get(user) or ())[: max(limit, 0)]
 
     def forget(self, user: str) -> None:
         with self._lock:
@@ -69,8 +70,9 @@ class RedisRecentTurns:
     """Shared by every replica, two keys per user with a TTL: `last:U` (the last turn id)
     and `recent:U` (a list of the latest turn ids, newest first, trimmed)."""
 
-    def __init__(self, client: redis.Redis, prefix: str = "citebot:",
-                 ttl_s: int = LAST_TURN_TTL_S, kept: int = RECENT_TURNS_KEPT) -> None:
+    def __init__(
+        self, client: redis.Redis, prefix: str = "citebot:", ttl_s: int = LAST_TURN_TTL_S, kept: int = RECENT_TURNS_KEPT
+    ) -> None:
         self.client = client
         self.prefix = prefix + "last:"
         self.list_prefix = prefix + "recent:"

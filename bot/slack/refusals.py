@@ -24,8 +24,7 @@ log = structlog.get_logger("citebot.slack")
 
 # What Slack answers when a workspace or app cannot use a method (or a chunk type):
 # the answer goes on without it. invalid_chunks: a Slack that does not take task chunks.
-REFUSED = ("not_allowed", "missing_scope", "unknown_method", "not_allowed_token_type",
-           "invalid_chunks")
+REFUSED = ("not_allowed", "missing_scope", "unknown_method", "not_allowed_token_type", "invalid_chunks")
 # A refused method is tried again after ten minutes: long enough that a workspace without
 # the scope costs one failed call per replica per ten minutes, short enough that adding
 # the scope takes effect without a restart (docs/decisions/0041-agent-surface.md).
@@ -53,8 +52,7 @@ class Refusals:
             first = (what, error) not in self._logged
             self._logged.add((what, error))
         if first:
-            log.warning("slack_method_refused", method=what, error=error,
-                        retry_after_s=REFUSAL_RETRY_S)
+            log.warning("slack_method_refused", method=what, error=error, retry_after_s=REFUSAL_RETRY_S)
 
     def call(self, what: str, call: Callable[[], Any]) -> bool:
         """Make the call unless `what` was refused lately; True when Slack took it."""

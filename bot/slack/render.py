@@ -115,7 +115,8 @@ def cited_numbers(record: TurnRecord) -> set[int]:
 
 def failed_checks(record: TurnRecord) -> int:
     return sum(1 for q in record.quotes if not q.get("verified")) + sum(
-        1 for c in record.citations if not (c.get("resolved") and c.get("retrieved")))
+        1 for c in record.citations if not (c.get("resolved") and c.get("retrieved"))
+    )
 
 
 def _checks_summary(record: TurnRecord) -> str:
@@ -123,8 +124,9 @@ def _checks_summary(record: TurnRecord) -> str:
         return "⚠️ not answered: an error stopped this turn"
     if record.refused:
         return "🚫 not covered by the collection"
-    parts = ["🔎 the closest the documents come: they may not answer this directly"
-             if record.outcome == CLOSEST else ""]
+    parts = [
+        "🔎 the closest the documents come: they may not answer this directly" if record.outcome == CLOSEST else ""
+    ]
     ok_citations = sum(1 for c in record.citations if c.get("resolved") and c.get("retrieved"))
     if ok_citations:
         parts.append(f"✅ {ok_citations} citation{'s' if ok_citations != 1 else ''} resolve")
@@ -149,8 +151,7 @@ def _pack(head: list[Block], trailer: list[Block], texts: list[str]) -> list[Sla
     groups: list[list[Block]] = []
     current: list[Block] = []
     for block in head:
-        if len(current) == MESSAGE_BLOCKS_MAX or (
-                current and _markdown_chars([*current, block]) > MARKDOWN_MAX):
+        if len(current) == MESSAGE_BLOCKS_MAX or (current and _markdown_chars([*current, block]) > MARKDOWN_MAX):
             groups.append(current)
             current = []
         current.append(block)
@@ -165,8 +166,14 @@ def _pack(head: list[Block], trailer: list[Block], texts: list[str]) -> list[Sla
     return messages
 
 
-def render_turn(record: TurnRecord, *, ephemeral: bool = False, shared_by: str | None = None,
-                show_question: bool = False, url_template: str | None = None) -> list[SlackMessage]:
+def render_turn(
+    record: TurnRecord,
+    *,
+    ephemeral: bool = False,
+    shared_by: str | None = None,
+    show_question: bool = False,
+    url_template: str | None = None,
+) -> list[SlackMessage]:
     """The answer (or refusal, or error) with sources (links with CITEBOT_SOURCE_URL),
     checks, turn id, buttons and Slack's native feedback buttons."""
     head: list[Block] = []
@@ -178,8 +185,7 @@ def render_turn(record: TurnRecord, *, ephemeral: bool = False, shared_by: str |
     fallback = escape(truncate(visible_links(record.answer), FALLBACK_TEXT_MAX - 40))
     if record.turn_id not in fallback:  # a failure's text names its turn already
         fallback += f" (turn {escape(record.turn_id)})"
-    return _pack(head, turn_trailer(record, ephemeral=ephemeral, url_template=url_template),
-                 [fallback])
+    return _pack(head, turn_trailer(record, ephemeral=ephemeral, url_template=url_template), [fallback])
 
 
 def written_by_model(record: TurnRecord) -> bool:
@@ -197,8 +203,7 @@ def answer_blocks(record: TurnRecord) -> list[Block]:
     return _sections(text)
 
 
-def turn_trailer(record: TurnRecord, *, ephemeral: bool = False,
-                 url_template: str | None = None) -> list[Block]:
+def turn_trailer(record: TurnRecord, *, ephemeral: bool = False, url_template: str | None = None) -> list[Block]:
     """What closes an answer: sources, checks, turn id, buttons and native feedback."""
     trailer: list[Block] = []
     if record.passages and not record.refused and not record.error:
@@ -206,8 +211,9 @@ def turn_trailer(record: TurnRecord, *, ephemeral: bool = False,
         shown = [p for p in record.passages if p.get("number") in cited] or record.passages
         lines = [passage_line(p, url_template) for p in shown]
         trailer.append(DividerBlock())
-        trailer.extend(SectionBlock(text=MarkdownTextObject(text=t))
-                       for t in pack_lines("*Sources*", lines, SECTION_TEXT_MAX))
+        trailer.extend(
+            SectionBlock(text=MarkdownTextObject(text=t)) for t in pack_lines("*Sources*", lines, SECTION_TEXT_MAX)
+        )
     details = [_checks_summary(record)]
     if record.label and not record.error:
         details.append(escape(record.label))
@@ -219,23 +225,35 @@ def turn_trailer(record: TurnRecord, *, ephemeral: bool = False,
     buttons.append(_button("Why this answer?", ACTION_WHY, record.turn_id))
     trailer.append(ActionsBlock(block_id=f"citebot_turn_{record.turn_id}", elements=buttons))
     if not record.error:
-        trailer.append(ContextActionsBlock(block_id=f"citebot_feedback_{record.turn_id}", elements=[
-            FeedbackButtonsElement(
-                action_id=ACTION_FEEDBACK,
-                positive_button=FeedbackButtonObject(
-                    text="Helpful", value=feedback_value("helpful", record.turn_id),
-                    accessibility_label="This answer helped"),
-                negative_button=FeedbackButtonObject(
-                    text="Not helpful", value=feedback_value("not_helpful", record.turn_id),
-                    accessibility_label="This answer did not help"))]))
+        trailer.append(
+            ContextActionsBlock(
+                block_id=f"citebot_feedback_{record.turn_id}",
+                elements=[
+                    FeedbackButtonsElement(
+                        action_id=ACTION_FEEDBACK,
+                        positive_button=FeedbackButtonObject(
+                            text="Helpful",
+                            value=feedback_value("helpful", record.turn_id),
+                            accessibility_label="This answer helped",
+                        ),
+                        negative_button=FeedbackButtonObject(
+                            text="Not helpful",
+                            value=feedback_value("not_helpful", record.turn_id),
+                            accessibility_label="This answer did not help",
+                        ),
+                    )
+                ],
+            )
+        )
     return trailer
 
 
 def render_progress(turn_id: str, question: str) -> SlackMessage:
     """The placeholder shown at once and replaced in place by the answer."""
     text = f"🔎 Looking through the collection for: _{escape(truncate(question, SNIPPET_MAX))}_"
-    return SlackMessage(text=f"Looking through the collection… (turn {turn_id})",
-                        blocks=(_context(text, f"turn `{escape(turn_id)}`"),))
+    return SlackMessage(
+        text=f"Looking through the collection… (turn {turn_id})", blocks=(_context(text, f"turn `{escape(turn_id)}`"),)
+    )
 
 
 def render_notice(text: str, turn_id: str | None = None) -> SlackMessage:
@@ -294,20 +312,27 @@ def render_explanation(turn: LoggedTurn, stale: Sequence[dict] = ()) -> SlackMes
     parts.append(
         f"*Question* ({', '.join(w for w in who if w) or r.surface}, {e(r.created_at[:19])}Z): "
         + e(truncate(r.question, SNIPPET_MAX))
-        + (f"\n*Searched for:* {e(truncate(r.condensed_query, SNIPPET_MAX))}"
-           if r.condensed_query != r.question else "")
+        + (
+            f"\n*Searched for:* {e(truncate(r.condensed_query, SNIPPET_MAX))}"
+            if r.condensed_query != r.question
+            else ""
+        )
     )
     if r.error:
         outcome = f"*Outcome:* not answered — {e(truncate(r.error, SNIPPET_MAX))}"
     elif r.refused:
         outcome = f"*Outcome:* refused — {e(r.refusal_reason or 'no reason recorded')}"
     elif r.outcome == CLOSEST:
-        outcome = (f"*Outcome:* the closest the documents come, by the {e(r.composer or '?')} composer"
-                   f" — {e(r.closest_reason or 'no reason recorded')}")
+        outcome = (
+            f"*Outcome:* the closest the documents come, by the {e(r.composer or '?')} composer"
+            f" — {e(r.closest_reason or 'no reason recorded')}"
+        )
     else:
-        outcome = (f"*Outcome:* answered by the {e(r.composer or '?')} composer"
-                   + (f" ({e(r.model)})" if r.model else "")
-                   + (f" — {e(r.label)}" if r.label else ""))
+        outcome = (
+            f"*Outcome:* answered by the {e(r.composer or '?')} composer"
+            + (f" ({e(r.model)})" if r.model else "")
+            + (f" — {e(r.label)}" if r.label else "")
+        )
     if r.support:
         s = r.support
         dense = s.get("dense_top")
@@ -338,13 +363,17 @@ def render_explanation(turn: LoggedTurn, stale: Sequence[dict] = ()) -> SlackMes
             passage = f" → passage [{number}]" if number is not None else ""
             lines.append(f"{i}. {e(str(c.get('source', '')))} — {fused} · {ranks}{reasons}{passage}")
         more = len(r.candidates) - EXPLAIN_CANDIDATES
-        parts.append("*Retrieval ranking* (both arms, fused)\n" + "\n".join(lines)
-                     + (f"\n…and {more} more" if more > 0 else ""))
+        parts.append(
+            "*Retrieval ranking* (both arms, fused)\n" + "\n".join(lines) + (f"\n…and {more} more" if more > 0 else "")
+        )
     checks = []
     for c in r.citations:
         ok = c.get("resolved") and c.get("retrieved")
-        state = "resolves to a passage given" if ok else (
-            "points to no passage given" if not c.get("resolved") else "cites a passage not retrieved")
+        state = (
+            "resolves to a passage given"
+            if ok
+            else ("points to no passage given" if not c.get("resolved") else "cites a passage not retrieved")
+        )
         checks.append(f"{'✅' if ok else '⚠️'} {e(str(c.get('marker')))} {state}")
     for q in r.quotes:
         snippet = e(truncate(visible_links(str(q.get("text", ""))), 120))
@@ -363,8 +392,11 @@ def render_explanation(turn: LoggedTurn, stale: Sequence[dict] = ()) -> SlackMes
         parts.append(f"*Feedback:* {up} helpful, {len(votes) - up} not helpful")
     timings = r.timings_ms
     if timings:
-        stages = {"retrieve": timings.get("retrieve_total"), "compose": timings.get("compose"),
-                  "checks": timings.get("checks")}
+        stages = {
+            "retrieve": timings.get("retrieve_total"),
+            "compose": timings.get("compose"),
+            "checks": timings.get("checks"),
+        }
         main = ", ".join(f"{k} {_ms(v)}" for k, v in stages.items() if v is not None)
         parts.append(f"*Time:* {_ms(timings.get('total'))}" + (f" ({main})" if main else ""))
     parts.append(f"Whole record: `citebot turns show {e(r.turn_id)}`")

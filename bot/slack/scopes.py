@@ -66,17 +66,15 @@ SHARED_FLAG_TTL_S = 600
 NOT_SHARED_NOTICE = (
     "🔒 This channel is shared with another organisation, and citebot does not answer in "
     "shared channels unless an admin allows it (`shared = true` in this channel's table of "
-    "the scopes file). Ask me in a channel of your own workspace or in a DM.")
+    "the scopes file). Ask me in a channel of your own workspace or in a DM."
+)
 OFF_NOTICE = (
     "🔕 citebot does not answer in this channel (its reply mode is `off` in the scopes file). "
-    "Ask me in a DM, or in a channel where I answer.")
+    "Ask me in a DM, or in a channel where I answer."
+)
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 _USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
-_KEYS = {
-    "default": {"sources", "reply"},
-    "channels": {"sources", "reply", "shared", "name"},
-    "users": {"sources"},
-}
+_KEYS = {"default": {"sources", "reply"}, "channels": {"sources", "reply", "shared", "name"}, "users": {"sources"}}
 
 
 @dataclass(frozen=True)
@@ -102,8 +100,7 @@ class Scopes:
         """No scopes file: every channel answered from the whole collection, in threads."""
         return cls(ChannelPolicy(Scope(("**",), "default")))
 
-    def for_channel(self, channel: str, user: str | None = None, *,
-                    own_dm: bool = False) -> ChannelPolicy:
+    def for_channel(self, channel: str, user: str | None = None, *, own_dm: bool = False) -> ChannelPolicy:
         """The policy of a conversation: its channel table; else, in the person's own DM
         with citebot (`own_dm`, see the module's docstring), their [users] table; else the
         default. A DM or group DM with other people never gets one person's table."""
@@ -116,12 +113,13 @@ class Scopes:
     def user_table_may_apply(self, channel: str, user: str | None) -> bool:
         """Whether the answer depends on this D… channel being the person's DM with citebot
         (only then is it worth asking Slack)."""
-        return (channel.startswith("D") and channel not in self.channels
-                and bool(user) and user in self.users)
+        return channel.startswith("D") and channel not in self.channels and bool(user) and user in self.users
 
     def describe(self) -> str:
-        return (f"{self.path or 'no scopes file'}: default {self.default.scope.describe()}, "
-                f"{len(self.channels)} channel table(s), {len(self.users)} user table(s)")
+        return (
+            f"{self.path or 'no scopes file'}: default {self.default.scope.describe()}, "
+            f"{len(self.channels)} channel table(s), {len(self.users)} user table(s)"
+        )
 
 
 def uncovered(scope: Scope, sources: Iterable[str | None]) -> list[str]:
@@ -202,7 +200,7 @@ class _Lines:
         self.lines = text.splitlines()
 
     def _header_names(self, raw: str) -> str:
-        return ".".join(p.strip().strip('"\'') for p in raw.split("."))
+        return ".".join(p.strip().strip("\"'") for p in raw.split("."))
 
     def of(self, table: str, key: str | None = None) -> int | None:
         current = None
@@ -225,11 +223,15 @@ def load_scopes(path: Path) -> Scopes:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"bad setting: CITEBOT_SCOPES: {path} is not valid TOML: {exc}; "
-                          "fix that line (strings need quotes, tables look like [channels.C0123])") from exc
+        raise ConfigError(
+            f"bad setting: CITEBOT_SCOPES: {path} is not valid TOML: {exc}; "
+            "fix that line (strings need quotes, tables look like [channels.C0123])"
+        ) from exc
     except RecursionError:  # tomllib recurses once per nested [ or {
-        raise ConfigError(f"bad setting: CITEBOT_SCOPES: {path} nests arrays or inline tables "
-                          "too deeply to read; fix: write sources as one flat list of globs") from None
+        raise ConfigError(
+            f"bad setting: CITEBOT_SCOPES: {path} nests arrays or inline tables "
+            "too deeply to read; fix: write sources as one flat list of globs"
+        ) from None
     return _Parser(path, _Lines(text)).parse(data)
 
 
@@ -246,43 +248,58 @@ class _Parser:
     def parse(self, data: dict[str, Any]) -> Scopes:
         for top in data:
             if top not in _KEYS:
-                raise self.fail(top, None, f"unknown table [{top}]",
-                                "use only [default], [channels.<channel id>] and [users.<user id>]")
+                raise self.fail(
+                    top,
+                    None,
+                    f"unknown table [{top}]",
+                    "use only [default], [channels.<channel id>] and [users.<user id>]",
+                )
         if not isinstance(data.get("default"), dict) or "sources" not in data["default"]:
             raise ConfigError(
                 f"bad setting: CITEBOT_SCOPES: {self.path} has no [default] table with sources; "
                 'fix: add a line [default] and below it sources = ["**"] (or the globs every '
-                "channel without a table of its own may read)")
+                "channel without a table of its own may read)"
+            )
         default_table = data["default"]
         self.check_keys("default", default_table)
-        default = ChannelPolicy(
-            self.sources("default", default_table), self.reply("default", default_table, "thread"))
+        default = ChannelPolicy(self.sources("default", default_table), self.reply("default", default_table, "thread"))
         channels: dict[str, ChannelPolicy] = {}
         for channel, table in self.tables(data, "channels").items():
             name = f"channels.{channel}"
             if not _CHANNEL_ID.match(channel):
-                raise self.fail(name, None, f"{channel!r} is not a channel ID",
-                                "name channels by ID (C…, G… or D…), not by #name: the ID is at the "
-                                "bottom of the channel's details in Slack")
+                raise self.fail(
+                    name,
+                    None,
+                    f"{channel!r} is not a channel ID",
+                    "name channels by ID (C…, G… or D…), not by #name: the ID is at the "
+                    "bottom of the channel's details in Slack",
+                )
             self.check_keys(name, table)
-            scope = (self.sources(name, table) if "sources" in table
-                     else Scope(default.scope.globs, name))
+            scope = self.sources(name, table) if "sources" in table else Scope(default.scope.globs, name)
             shared = table.get("shared", False)
             if not isinstance(shared, bool):
-                raise self.fail(name, "shared", f"shared = {shared!r} is not true or false",
-                                "shared = true (answer in this Slack Connect channel) or leave it out")
+                raise self.fail(
+                    name,
+                    "shared",
+                    f"shared = {shared!r} is not true or false",
+                    "shared = true (answer in this Slack Connect channel) or leave it out",
+                )
             channels[channel] = ChannelPolicy(scope, self.reply(name, table, default.reply), shared)
         users: dict[str, Scope] = {}
         for user, table in self.tables(data, "users").items():
             name = f"users.{user}"
             if not _USER_ID.match(user):
-                raise self.fail(name, None, f"{user!r} is not a user ID",
-                                "name users by member ID (U… or W…): Slack shows it under the "
-                                "profile's ⋮ menu, Copy member ID")
+                raise self.fail(
+                    name,
+                    None,
+                    f"{user!r} is not a user ID",
+                    "name users by member ID (U… or W…): Slack shows it under the profile's ⋮ menu, Copy member ID",
+                )
             self.check_keys(name, table)
             if "sources" not in table:
-                raise self.fail(name, None, "a user table needs sources",
-                                'sources = ["…"] (the globs this person\'s DMs may read)')
+                raise self.fail(
+                    name, None, "a user table needs sources", 'sources = ["…"] (the globs this person\'s DMs may read)'
+                )
             users[user] = self.sources(name, table)
         return Scopes(default, channels, users, self.path)
 
@@ -292,36 +309,53 @@ class _Parser:
             raise self.fail(top, None, f"{top} must hold tables", f"write [{top}.<id>] headers")
         for key, table in found.items():
             if not isinstance(table, dict):
-                raise self.fail(top, key, f"{top}.{key} is a value, not a table",
-                                f"write it as a table: [{top}.{key}] with sources = [...] below")
+                raise self.fail(
+                    top,
+                    key,
+                    f"{top}.{key} is a value, not a table",
+                    f"write it as a table: [{top}.{key}] with sources = [...] below",
+                )
         return found
 
     def check_keys(self, name: str, table: dict[str, Any]) -> None:
         allowed = _KEYS[name.split(".")[0]]
         for key in table:
             if key not in allowed:
-                raise self.fail(name, key, f"unknown key {key!r}",
-                                f"use only {', '.join(sorted(allowed))} in this table")
+                raise self.fail(
+                    name, key, f"unknown key {key!r}", f"use only {', '.join(sorted(allowed))} in this table"
+                )
 
     def sources(self, name: str, table: dict[str, Any]) -> Scope:
         globs = table["sources"]
         if isinstance(globs, str):
-            raise self.fail(name, "sources", "sources is a string, not a list",
-                            f"sources = [{globs!r}]".replace("'", '"'))
+            raise self.fail(
+                name, "sources", "sources is a string, not a list", f"sources = [{globs!r}]".replace("'", '"')
+            )
         if not isinstance(globs, list) or not all(isinstance(g, str) and g.strip() for g in globs):
-            raise self.fail(name, "sources", "sources must be a list of non-empty glob strings",
-                            'sources = ["engineering/**", "company/**"] (or [] for nothing)')
+            raise self.fail(
+                name,
+                "sources",
+                "sources must be a list of non-empty glob strings",
+                'sources = ["engineering/**", "company/**"] (or [] for nothing)',
+            )
         for g in globs:
             if g.startswith("/") or "\\" in g:
-                raise self.fail(name, "sources", f"{g!r} is not a source path as citations show it",
-                                "write globs over the paths citations show, with / and no leading /, "
-                                'e.g. "engineering/**"')
+                raise self.fail(
+                    name,
+                    "sources",
+                    f"{g!r} is not a source path as citations show it",
+                    'write globs over the paths citations show, with / and no leading /, e.g. "engineering/**"',
+                )
         return Scope(tuple(globs), name)
 
     def reply(self, name: str, table: dict[str, Any], default: str) -> str:
         reply = table.get("reply", default)
         if reply not in REPLY_MODES:
-            raise self.fail(name, "reply", f"reply = {reply!r} is not one of {', '.join(REPLY_MODES)}",
-                            'reply = "thread" (answer in the thread), "ephemeral" (only the asker '
-                            'sees it) or "off" (citebot does not answer here)')
+            raise self.fail(
+                name,
+                "reply",
+                f"reply = {reply!r} is not one of {', '.join(REPLY_MODES)}",
+                'reply = "thread" (answer in the thread), "ephemeral" (only the asker '
+                'sees it) or "off" (citebot does not answer here)',
+            )
         return reply

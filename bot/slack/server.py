@@ -128,8 +128,7 @@ def probes(readiness: Readiness | None, inner: WsgiApp = _not_found) -> WsgiApp:
                 checks = {"readiness": f"{type(exc).__name__}: {exc}"}
             ready = all(v == "ok" for v in checks.values())
             body = json.dumps({"ready": ready, "checks": checks}).encode()
-            start_response("200 OK" if ready else "503 Service Unavailable",
-                           [("Content-Type", "application/json")])
+            start_response("200 OK" if ready else "503 Service Unavailable", [("Content-Type", "application/json")])
             return [body]
         return inner(environ, start_response)
 
@@ -152,8 +151,9 @@ def _signed(verifier: SignatureVerifier, environ: dict, body: bytes) -> bool:
         return False
 
 
-def guarded(inner: WsgiApp, signing_secret: str, path: str = EVENTS_PATH,
-            max_body_bytes: int = MAX_BODY_BYTES) -> WsgiApp:
+def guarded(
+    inner: WsgiApp, signing_secret: str, path: str = EVENTS_PATH, max_body_bytes: int = MAX_BODY_BYTES
+) -> WsgiApp:
     """Size limit and signature before `inner` (Bolt) parses anything; see the module docstring."""
     verifier = SignatureVerifier(signing_secret)
 
@@ -178,8 +178,9 @@ def guarded(inner: WsgiApp, signing_secret: str, path: str = EVENTS_PATH,
             return _plain(start_response, "401 Unauthorized", "invalid request signature")
         malformed = shape.problem(body, environ.get("CONTENT_TYPE"))
         if malformed:
-            log.warning("slack_request_malformed", problem=malformed[:300], status=400,
-                        content_type=environ.get("CONTENT_TYPE"))
+            log.warning(
+                "slack_request_malformed", problem=malformed[:300], status=400, content_type=environ.get("CONTENT_TYPE")
+            )
             return _plain(start_response, "400 Bad Request", f"not a Slack request body: {malformed}")
         environ = {**environ, "wsgi.input": io.BytesIO(body)}
         started: list[str] = []
@@ -193,15 +194,23 @@ def guarded(inner: WsgiApp, signing_secret: str, path: str = EVENTS_PATH,
         except Exception as exc:  # a signed body Bolt cannot parse
             if started:
                 raise
-            log.warning("slack_request_unparsable", error=f"{type(exc).__name__}: {exc}"[:300],
-                        content_type=environ.get("CONTENT_TYPE"))
+            log.warning(
+                "slack_request_unparsable",
+                error=f"{type(exc).__name__}: {exc}"[:300],
+                content_type=environ.get("CONTENT_TYPE"),
+            )
             return _plain(start_response, "400 Bad Request", "unreadable request body")
 
     return application
 
 
-def wsgi_app(app: App, signing_secret: str, path: str = EVENTS_PATH,
-             readiness: Readiness | None = None, admin: Middleware | None = None) -> WsgiApp:
+def wsgi_app(
+    app: App,
+    signing_secret: str,
+    path: str = EVENTS_PATH,
+    readiness: Readiness | None = None,
+    admin: Middleware | None = None,
+) -> WsgiApp:
     """Bolt's WSGI handler behind the size and signature guard, plus the probes (and /admin,
     bot/admin/, when given); usable under any WSGI server. The secret is the one the Bolt
     app was built with (passed in explicitly: Bolt's own copy is private)."""
@@ -216,8 +225,9 @@ class _Server:
 
     def __init__(self, application: WsgiApp, *, host: str, port: int, path: str = "") -> None:
         try:
-            self._server = make_server(host, port, application,
-                                       server_class=_ThreadingWSGIServer, handler_class=_RequestHandler)
+            self._server = make_server(
+                host, port, application, server_class=_ThreadingWSGIServer, handler_class=_RequestHandler
+            )
         except OSError as exc:
             raise ConfigError(f"cannot listen on {host}:{port} ({exc}); pick another port") from exc
         self.host = host
@@ -263,9 +273,17 @@ class SlackHttpServer(_Server):
 
     LISTENING_EVENT = "slack_http_listening"
 
-    def __init__(self, app: App, *, signing_secret: str, host: str = "0.0.0.0", port: int = 3000,
-                 path: str = EVENTS_PATH, readiness: Readiness | None = None,
-                 admin: Middleware | None = None) -> None:
+    def __init__(
+        self,
+        app: App,
+        *,
+        signing_secret: str,
+        host: str = "0.0.0.0",
+        port: int = 3000,
+        path: str = EVENTS_PATH,
+        readiness: Readiness | None = None,
+        admin: Middleware | None = None,
+    ) -> None:
         super().__init__(wsgi_app(app, signing_secret, path, readiness, admin), host=host, port=port, path=path)
 
 
@@ -274,6 +292,12 @@ class ProbeServer(_Server):
 
     LISTENING_EVENT = "probe_http_listening"
 
-    def __init__(self, *, host: str = "0.0.0.0", port: int = 9091,
-                 readiness: Readiness | None = None, admin: Middleware | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "0.0.0.0",
+        port: int = 9091,
+        readiness: Readiness | None = None,
+        admin: Middleware | None = None,
+    ) -> None:
         super().__init__(probes(readiness, admin(_not_found) if admin else _not_found), host=host, port=port)

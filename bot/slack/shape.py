@@ -19,38 +19,109 @@ from slack_bolt.request.internals import extract_content_type, parse_body
 
 # Top-level keys Slack sends as null (outside Enterprise Grid, or with no channel); any
 # other key below that is present must hold its kind, never null.
-_NULLABLE = ("enterprise", "enterprise_id", "context_enterprise_id", "context_team_id", "team", "team_id",
-             "channel", "is_enterprise_install", "is_ext_shared_channel", "container", "response_url",
-             "trigger_id")
+_NULLABLE = (
+    "enterprise",
+    "enterprise_id",
+    "context_enterprise_id",
+    "context_team_id",
+    "team",
+    "team_id",
+    "channel",
+    "is_enterprise_install",
+    "is_ext_shared_channel",
+    "container",
+    "response_url",
+    "trigger_id",
+)
 # Keys whose value, when present, is an object (Bolt reads `.get` on them).
-_OBJECTS = ("team", "enterprise", "user", "channel", "container", "view", "message",
-            "previous_message", "item", "assistant_thread", "function_data", "state", "authed_user")
+_OBJECTS = (
+    "team",
+    "enterprise",
+    "user",
+    "channel",
+    "container",
+    "view",
+    "message",
+    "previous_message",
+    "item",
+    "assistant_thread",
+    "function_data",
+    "state",
+    "authed_user",
+)
 # Keys whose value, when present, is a string (ids, tokens, urls, text).
-_STRINGS = ("type", "team_id", "enterprise_id", "user_id", "channel_id", "event_id", "api_app_id",
-            "token", "trigger_id", "response_url", "callback_id", "action_id", "block_id",
-            "challenge", "command", "text", "message_ts", "context_team_id", "context_enterprise_id")
+_STRINGS = (
+    "type",
+    "team_id",
+    "enterprise_id",
+    "user_id",
+    "channel_id",
+    "event_id",
+    "api_app_id",
+    "token",
+    "trigger_id",
+    "response_url",
+    "callback_id",
+    "action_id",
+    "block_id",
+    "challenge",
+    "command",
+    "text",
+    "message_ts",
+    "context_team_id",
+    "context_enterprise_id",
+)
 # Keys whose value, when present, is a list of objects.
 _LISTS = ("authorizations", "actions", "response_urls")
 _BOOLS = ("is_enterprise_install", "is_ext_shared_channel")
 # Inside an event citebot handles, these are strings.
-_EVENT_STRINGS = ("type", "user", "channel", "text", "ts", "thread_ts", "event_ts", "channel_type",
-                  "subtype", "bot_id", "team", "user_team", "tab")
+_EVENT_STRINGS = (
+    "type",
+    "user",
+    "channel",
+    "text",
+    "ts",
+    "thread_ts",
+    "event_ts",
+    "channel_type",
+    "subtype",
+    "bot_id",
+    "team",
+    "user_team",
+    "tab",
+)
 # Of those, what Slack may send as null, or citebot reads as "" when null (the others it
 # reads as strings: `"channel": null` would fail the listener after the ack).
-_EVENT_NULLABLE = ("text", "thread_ts", "event_ts", "channel_type", "subtype", "bot_id", "team",
-                   "user_team", "tab")
+_EVENT_NULLABLE = ("text", "thread_ts", "event_ts", "channel_type", "subtype", "bot_id", "team", "user_team", "tab")
 # Inside the objects of _OBJECTS and _LISTS (team.id, view.callback_id, authorizations[].team_id...),
 # these are strings or null.
-_NESTED_STRINGS = ("id", "team_id", "enterprise_id", "callback_id", "app_installed_team_id", "ts",
-                   "thread_ts", "text", "user", "message_ts", "channel_id")
+_NESTED_STRINGS = (
+    "id",
+    "team_id",
+    "enterprise_id",
+    "callback_id",
+    "app_installed_team_id",
+    "ts",
+    "thread_ts",
+    "text",
+    "user",
+    "message_ts",
+    "channel_id",
+)
 _EVENTS_HANDLED = ("app_mention", "message", "app_home_opened")
 
 
 def _kind(value: Any) -> str:
     if value is None:
         return "null"
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
 
 
 def _absent(obj: dict, key: str, nullable: tuple[str, ...]) -> bool:
@@ -111,13 +182,13 @@ def shape_problem(data: Any, *, form: bool = False) -> str | None:
         if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
             return f"{key!r} is {_kind(value)}, not a list of objects"
         for v in value:
-            strings = ("action_id", "block_id", "type", "team_id", "enterprise_id", "response_url",
-                       "value", "user_id")
+            strings = ("action_id", "block_id", "type", "team_id", "enterprise_id", "response_url", "value", "user_id")
             found = _strings(f"{key}[].", v, strings, strings)
             if found:
                 return found
-    if data["type"] == "block_actions" and not all(isinstance(a.get("action_id"), str)
-                                                    for a in data.get("actions") or []):
+    if data["type"] == "block_actions" and not all(
+        isinstance(a.get("action_id"), str) for a in data.get("actions") or []
+    ):
         return "an action of block_actions has no 'action_id'"
     if data["type"] == "event_callback" or "event" in data:
         return _event_problem(data.get("event"))

@@ -69,8 +69,9 @@ class MessageShortcut:
     """The listener of SHORTCUT_CALLBACK_ID: its turns run through the bot's TurnRunner, its
     words go out through the bot's Delivery."""
 
-    def __init__(self, runner: TurnRunner, delivery: Delivery, identity: Identity,
-                 admission: Admission, command: str) -> None:
+    def __init__(
+        self, runner: TurnRunner, delivery: Delivery, identity: Identity, admission: Admission, command: str
+    ) -> None:
         self.runner = runner
         self.delivery = delivery
         self.identity = identity
@@ -90,25 +91,40 @@ class MessageShortcut:
         turn_id = new_turn_id()
         structlog.contextvars.bind_contextvars(turn_id=turn_id)
         thread_ts = str(message.get("thread_ts") or message.get("ts") or body.get("message_ts") or "")
-        q = Question(text=clean_question(message_text(message)), user=user, channel=channel,
-                     surface=SURFACE_SHORTCUT, reply_thread_ts=thread_ts or None,
-                     thread_key=shortcut_thread_key(channel, thread_ts, user)
-                     if thread_ts and user else None)
+        q = Question(
+            text=clean_question(message_text(message)),
+            user=user,
+            channel=channel,
+            surface=SURFACE_SHORTCUT,
+            reply_thread_ts=thread_ts or None,
+            thread_key=shortcut_thread_key(channel, thread_ts, user) if thread_ts and user else None,
+        )
         if not user or not channel:
             log.warning("shortcut_payload_incomplete", has_user=bool(user), has_channel=bool(channel))
             if respond is not None:
-                self.delivery.respond(respond, render_notice(
-                    "Sorry — Slack did not say which message or person this was, so I can't "
-                    "answer it. Please try the shortcut again.", turn_id))
+                self.delivery.respond(
+                    respond,
+                    render_notice(
+                        "Sorry — Slack did not say which message or person this was, so I can't "
+                        "answer it. Please try the shortcut again.",
+                        turn_id,
+                    ),
+                )
             return
         try:
             if self.identity.wrote(message):
                 self.say(q, respond, render_notice(self._own_answer(message), turn_id))
                 return
             if not q.text:
-                self.say(q, respond, render_notice(
-                    "That message has no text I can look up. Use the shortcut on a message with "
-                    f"words in it, or ask me with `{escape(self.command)} your question`.", turn_id))
+                self.say(
+                    q,
+                    respond,
+                    render_notice(
+                        "That message has no text I can look up. Use the shortcut on a message with "
+                        f"words in it, or ask me with `{escape(self.command)} your question`.",
+                        turn_id,
+                    ),
+                )
                 return
             policy = self.admission.policy(channel, user)
             refusal = not_here(policy, not policy.shared and self.admission.shared(channel))
@@ -132,16 +148,19 @@ class MessageShortcut:
         """What to say when the shortcut is used on one of citebot's own messages."""
         found = _TURN_ID.search(str(message.get("text") or ""))
         why = f"`{escape(self.command)} why{' ' + found.group(0) if found else ''}`"
-        return (f"That is one of my own answers: {why} explains what it said and why, and a "
-                "reply in its thread asks a follow-up.")
+        return (
+            f"That is one of my own answers: {why} explains what it said and why, and a "
+            "reply in its thread asks a follow-up."
+        )
 
     def finish(self, q: Question, turn_id: str, respond: Respond, policy: ChannelPolicy) -> None:
         """The turn, on the turn pool: the answer with Share, to the asker, in the thread."""
         try:
             record = self.runner.run(q, turn_id, policy)
             structlog.contextvars.bind_contextvars(turn_id=turn_id)
-            for message in render_turn(record, ephemeral=True, show_question=True,
-                                       url_template=self.delivery.url_template):
+            for message in render_turn(
+                record, ephemeral=True, show_question=True, url_template=self.delivery.url_template
+            ):
                 self.say(q, respond, message)
             self.runner.remember(q.user, turn_id)
         except Exception as exc:  # the edge: said to the person, logged with its trace

@@ -27,8 +27,8 @@ _SPACE = re.compile(r" ")
 # What a markdown cut keeps whole (the text is escaped: a raw <…> is one of ours, a link).
 # No span holds its own opening mark ("[", "“"), so a run of unclosed ones is read once.
 _PROTECTED = re.compile(
-    r"```.*?```|`[^`\n]*`|<[^<>\n]*>|\[[^\[\]\n]*\]\([^)\s]*\)|\"[^\"]*\"|\u201c[^\u201c\u201d]*\u201d",
-    re.DOTALL)
+    r"```.*?```|`[^`\n]*`|<[^<>\n]*>|\[[^\[\]\n]*\]\([^)\s]*\)|\"[^\"]*\"|\u201c[^\u201c\u201d]*\u201d", re.DOTALL
+)
 # A failed check's flag: " ⚠️ [quote check failed: mis-cited: the words are in [3], not [2]]".
 _FLAG = re.compile(r"(?:(?<!\s)\s+)?\u26a0\ufe0f? \[(?:[^\[\]\n]|\[\d+\])*\]")
 
@@ -45,10 +45,12 @@ def _last(positions: Iterable[int], limit: int, floor: int, allowed: Callable[[i
 
 def _boundary(text: str, limit: int, allowed: Callable[[int], bool]) -> int | None:
     floor = limit // 3
-    for positions in ((m.start() for m in _PARAGRAPH.finditer(text)),
-                      (m.end() for m in sentences.ends(text)),
-                      (m.start() for m in _LINE.finditer(text)),
-                      (m.start() for m in _SPACE.finditer(text))):
+    for positions in (
+        (m.start() for m in _PARAGRAPH.finditer(text)),
+        (m.end() for m in sentences.ends(text)),
+        (m.start() for m in _LINE.finditer(text)),
+        (m.start() for m in _SPACE.finditer(text)),
+    ):
         pos = _last(positions, limit, floor, allowed)
         if pos is not None:
             return pos
@@ -64,7 +66,7 @@ def cut_point(text: str, limit: int, allowed: Callable[[int], bool] = lambda pos
     if pos is not None:
         return pos
     cut = limit
-    tail = _ENTITY_TAIL.search(text[max(0, cut - 5):cut])  # never halve an &amp; entity
+    tail = _ENTITY_TAIL.search(text[max(0, cut - 5) : cut])  # never halve an &amp; entity
     if tail:
         cut -= len(tail.group(0))
     return cut
@@ -122,6 +124,6 @@ def markdown_cut(text: str, limit: int) -> int:
 
 def split_markdown(text: str, limit: int = MARKDOWN_MAX) -> list[str]:
     """Pieces of at most `limit` characters, cut cleanly (never inside a quotation, a link,
-    code or a flag unless what is kept whole, flags of one quotation chained together, is
-longer than the limit: then at the cleanest boundary in reach, never inside a word)."""
+        code or a flag unless what is kept whole, flags of one quotation chained together, is
+    longer than the limit: then at the cleanest boundary in reach, never inside a word)."""
     return _split(text, limit, markdown_cut)

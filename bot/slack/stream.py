@@ -48,8 +48,11 @@ log = structlog.get_logger("citebot.slack")
 
 STATUS = "is looking through the collection…"
 # Shown in turn while the status stands (Slack rotates them).
-LOADING_MESSAGES = ["Searching the collection…", "Reading the passages…",
-                    "Checking every quotation against its source…"]
+LOADING_MESSAGES = [
+    "Searching the collection…",
+    "Reading the passages…",
+    "Checking every quotation against its source…",
+]
 
 
 class StreamBroken(Exception):
@@ -59,8 +62,14 @@ class StreamBroken(Exception):
 class Streaming:
     """Decides which turns stream, and starts them (a status in their thread)."""
 
-    def __init__(self, client: WebClient, delivery: Delivery, team_id: str | None,
-                 enabled: bool, refusals: Refusals | None = None) -> None:
+    def __init__(
+        self,
+        client: WebClient,
+        delivery: Delivery,
+        team_id: str | None,
+        enabled: bool,
+        refusals: Refusals | None = None,
+    ) -> None:
         self.client = client
         self.delivery = delivery
         self.team_id = team_id
@@ -81,8 +90,15 @@ class Streaming:
 class AnswerStream:
     """One answer streamed into one thread (one turn worker uses it at a time)."""
 
-    def __init__(self, client: WebClient, delivery: Delivery, q: Question, turn_id: str,
-                 team_id: str | None, refusals: Refusals | None = None) -> None:
+    def __init__(
+        self,
+        client: WebClient,
+        delivery: Delivery,
+        q: Question,
+        turn_id: str,
+        team_id: str | None,
+        refusals: Refusals | None = None,
+    ) -> None:
         self.client = client
         self.tasks = StageTasks(client, q, refusals or Refusals(), delivery.url_template)
         self.delivery = delivery
@@ -105,8 +121,8 @@ class AnswerStream:
         assert self.q.reply_thread_ts is not None
         try:
             self.client.assistant_threads_setStatus(
-                channel_id=self.q.channel, thread_ts=self.q.reply_thread_ts, status=text,
-                loading_messages=loading)
+                channel_id=self.q.channel, thread_ts=self.q.reply_thread_ts, status=text, loading_messages=loading
+            )
             return True
         except SLACK_ERRORS as exc:
             log.warning("slack_status_failed", error=slack_failed(exc), status=text)
@@ -145,15 +161,20 @@ class AnswerStream:
             except SLACK_ERRORS as exc:
                 self._broke("stop", exc)
         assert self.q.reply_thread_ts is not None
-        self.messages.append(self.client.chat_stream(
-            buffer_size=1, channel=self.q.channel, thread_ts=self.q.reply_thread_ts,
-            recipient_team_id=self.team_id, recipient_user_id=self.q.user))
+        self.messages.append(
+            self.client.chat_stream(
+                buffer_size=1,
+                channel=self.q.channel,
+                thread_ts=self.q.reply_thread_ts,
+                recipient_team_id=self.team_id,
+                recipient_user_id=self.q.user,
+            )
+        )
         self.chars = 0
 
     def _broke(self, call: str, exc: BaseException) -> None:
         self.broken = f"{call}: {slack_failed(exc)}"
-        log.warning("slack_stream_failed", call=call, error=self.broken,
-                    streamed_chars=len(self.shown))
+        log.warning("slack_stream_failed", call=call, error=self.broken, streamed_chars=len(self.shown))
         raise StreamBroken(self.broken) from exc
 
     # -- the end of the turn ---------------------------------------------------------------
@@ -161,22 +182,29 @@ class AnswerStream:
         """The rest of the answer and its trailer; the placeholder path if streaming fails."""
         try:
             if self.broken is None and record.answer.startswith(self.shown):
-                rest = escape(self._unlinked(record.answer[len(self.shown):])) or (
-                    "" if self.shown else "(empty answer)")
+                rest = escape(self._unlinked(record.answer[len(self.shown) :])) or (
+                    "" if self.shown else "(empty answer)"
+                )
                 if not self.messages or self.chars + len(rest) > MARKDOWN_MAX:
                     self._append(rest)  # a message of its own, or more than this one holds
                     rest = ""
                 trailer = turn_trailer(record, url_template=self.delivery.url_template)
                 self.tasks.done(record)
-                self.messages[-1].stop(markdown_text=rest or None, chunks=self.tasks.take(),
-                                       blocks=[b.to_dict() for b in trailer],
-                                       metadata=turn_metadata(record))
+                self.messages[-1].stop(
+                    markdown_text=rest or None,
+                    chunks=self.tasks.take(),
+                    blocks=[b.to_dict() for b in trailer],
+                    metadata=turn_metadata(record),
+                )
                 self.stopped = True
                 log.info("slack_stream_done", messages=len(self.messages), streamed_chars=len(self.shown))
             else:
                 if self.broken is None:
-                    log.warning("slack_stream_replaced", streamed_chars=len(self.shown),
-                                reason="the streamed text is not the start of the checked answer")
+                    log.warning(
+                        "slack_stream_replaced",
+                        streamed_chars=len(self.shown),
+                        reason="the streamed text is not the start of the checked answer",
+                    )
                 self._fall_back(record)
         except StreamBroken:
             self._fall_back(record)

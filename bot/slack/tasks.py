@@ -41,8 +41,13 @@ LABEL_MAX = 80
 
 
 def task(task_id: str, title: str, status: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "task_update", "id": task_id, "title": title, "status": status,
-            **{k: v for k, v in extra.items() if v}}
+    return {
+        "type": "task_update",
+        "id": task_id,
+        "title": title,
+        "status": status,
+        **{k: v for k, v in extra.items() if v},
+    }
 
 
 def url_sources(record: TurnRecord, url_template: str | None) -> list[dict[str, str]]:
@@ -67,8 +72,7 @@ class StageTasks:
     the stream's own calls (the first sentence's, and chat.stopStream), so task updates
     cost Slack no extra call."""
 
-    def __init__(self, client: WebClient, q: Question, refusals: Refusals,
-                 url_template: str | None) -> None:
+    def __init__(self, client: WebClient, q: Question, refusals: Refusals, url_template: str | None) -> None:
         self.client = client
         self.q = q
         self.refusals = refusals
@@ -83,25 +87,42 @@ class StageTasks:
             return
         self.checking_said = True
         if self.refusals.allowed(TASK_CHUNKS):
-            self.pending += [task(SEARCH, "Searched the collection", "complete"),
-                             task(CHECK, "Checking quotations", "in_progress")]
+            self.pending += [
+                task(SEARCH, "Searched the collection", "complete"),
+                task(CHECK, "Checking quotations", "in_progress"),
+            ]
             return
         thread_ts = self.q.reply_thread_ts or ""
-        self.refusals.call("assistant.threads.setStatus", lambda: self.client.assistant_threads_setStatus(
-            channel_id=self.q.channel, thread_ts=thread_ts, status=CHECKING_STATUS))
+        self.refusals.call(
+            "assistant.threads.setStatus",
+            lambda: self.client.assistant_threads_setStatus(
+                channel_id=self.q.channel, thread_ts=thread_ts, status=CHECKING_STATUS
+            ),
+        )
 
     def done(self, record: TurnRecord) -> None:
         """The checks' outcome and the cited sources with links, for the message's end."""
         if not self.refusals.allowed(TASK_CHUNKS):
             return
         failed = failed_checks(record)
-        output = ("not answered" if record.error or record.refused else
-                  f"{failed} check{'s' if failed != 1 else ''} flagged" if failed else
-                  "every quotation matches its source")
+        output = (
+            "not answered"
+            if record.error or record.refused
+            else f"{failed} check{'s' if failed != 1 else ''} flagged"
+            if failed
+            else "every quotation matches its source"
+        )
         if not self.checking_said:  # nothing was streamed early: the search ends here too
             self.pending.append(task(SEARCH, "Searched the collection", "complete"))
-        self.pending.append(task(CHECK, "Checked quotations", "error" if record.error else "complete",
-                                 output=output, sources=url_sources(record, self.url_template)))
+        self.pending.append(
+            task(
+                CHECK,
+                "Checked quotations",
+                "error" if record.error else "complete",
+                output=output,
+                sources=url_sources(record, self.url_template),
+            )
+        )
 
     def take(self) -> list[dict[str, Any]] | None:
         """The chunks for the next streaming call (None: nothing pending)."""

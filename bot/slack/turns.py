@@ -38,9 +38,17 @@ class TurnRunner:
     """Runs turns for the listeners. `answerer` is called when a turn needs it (building it
     loads the model and opens the store; a failure there fails that turn visibly)."""
 
-    def __init__(self, *, answerer: Callable[[], Answerer], turnlog: TurnLog, limiter: RateLimiter,
-                 recent: RecentTurns, policy: PolicyLookup, pool: WorkPool,
-                 rate_limit_per_minute: int) -> None:
+    def __init__(
+        self,
+        *,
+        answerer: Callable[[], Answerer],
+        turnlog: TurnLog,
+        limiter: RateLimiter,
+        recent: RecentTurns,
+        policy: PolicyLookup,
+        pool: WorkPool,
+        rate_limit_per_minute: int,
+    ) -> None:
         self.answerer = answerer
         self.turnlog = turnlog
         self.limiter = limiter
@@ -79,24 +87,42 @@ class TurnRunner:
     def rate_notice(decision: RateDecision, turn_id: str) -> SlackMessage:
         return render_notice(
             f"⏳ That's more than {decision.limit_per_minute} questions a minute — I read each one "
-            f"carefully, so please ask again in about {decision.retry_after_s} s.", turn_id)
+            f"carefully, so please ask again in about {decision.retry_after_s} s.",
+            turn_id,
+        )
 
     def hand_on(self, work: Callable[..., None], *args: Any) -> None:
         """Run `work(*args)` on the turn pool, in a copy of this log context."""
         self.pool.submit(contextvars.copy_context().run, work, *args)
 
-    def run(self, q: Question, turn_id: str, policy: ChannelPolicy | None = None,
-            stream: AnswerStream | None = None) -> TurnRecord:
+    def run(
+        self, q: Question, turn_id: str, policy: ChannelPolicy | None = None, stream: AnswerStream | None = None
+    ) -> TurnRecord:
         """The turn; a failed one, recorded like any other, when the pipeline cannot be built."""
         try:
             answerer = self.answerer()
         except Exception as exc:  # noqa: BLE001 - the one failure path records it
-            return failed_turn(self.turnlog, q.text, exc, turn_id=turn_id, user=q.user,
-                               channel=q.channel, thread=q.thread_key, surface=q.surface)
+            return failed_turn(
+                self.turnlog,
+                q.text,
+                exc,
+                turn_id=turn_id,
+                user=q.user,
+                channel=q.channel,
+                thread=q.thread_key,
+                surface=q.surface,
+            )
         policy = policy or self.policy(q.channel, q.user, own_dm=q.surface == SURFACE_DM)
-        return answerer.ask(q.text, thread_key=q.thread_key, user=q.user, channel=q.channel,
-                            surface=q.surface, turn_id=turn_id, scope=policy.scope,
-                            release=stream.release if stream else None)
+        return answerer.ask(
+            q.text,
+            thread_key=q.thread_key,
+            user=q.user,
+            channel=q.channel,
+            surface=q.surface,
+            turn_id=turn_id,
+            scope=policy.scope,
+            release=stream.release if stream else None,
+        )
 
     def remember(self, user: str | None, turn_id: str) -> None:
         """The person's latest turn, for the Home tab and `/ask why`."""

@@ -31,17 +31,20 @@ class Viewing(Protocol):
     def viewed(self, key: str) -> str:
         """The channel last seen for this key ("" = none known)."""
         ...
+
     def note(self, key: str, channel: str) -> None:
         """Remember the channel ("" forgets it)."""
         ...
+
     def first(self, key: str) -> bool:
         """True the first time it is asked for this key (within TITLED_TTL_S), else False."""
         ...
 
 
 class InProcessViewing:
-    def __init__(self, max_keys: int = IN_PROCESS_KEYS, ttl_s: float = VIEWING_TTL_S,
-                 titled_ttl_s: float = TITLED_TTL_S) -> None:
+    def __init__(
+        self, max_keys: int = IN_PROCESS_KEYS, ttl_s: float = VIEWING_TTL_S, titled_ttl_s: float = TITLED_TTL_S
+    ) -> None:
         self._keys: OrderedDict[str, tuple[float, str]] = OrderedDict()  # key -> (until, value)
         self._max = max_keys
         self._ttl_s = ttl_s
@@ -82,8 +85,13 @@ class InProcessViewing:
 class RedisViewing:
     """`viewing:KEY` strings with a TTL; `first` is SET NX, so one replica titles a thread."""
 
-    def __init__(self, client: redis.Redis, prefix: str = "citebot:",
-                 ttl_s: int = VIEWING_TTL_S, titled_ttl_s: int = TITLED_TTL_S) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str = "citebot:",
+        ttl_s: int = VIEWING_TTL_S,
+        titled_ttl_s: int = TITLED_TTL_S,
+    ) -> None:
         self.client = client
         self.prefix = prefix + "viewing:"
         self.ttl_s = ttl_s

@@ -56,9 +56,14 @@ def workspace_team_id() -> str | None:
 def workspace_of(context: BoltContext) -> Workspace:
     org_wide = bool(context.is_enterprise_install)
     team = (context.enterprise_id if org_wide else context.team_id) or ""
-    return Workspace(team=team, team_id=context.team_id, enterprise_id=context.enterprise_id,
-                     bot_token=context.bot_token, bot_user_id=context.bot_user_id,
-                     bot_id=context.bot_id)
+    return Workspace(
+        team=team,
+        team_id=context.team_id,
+        enterprise_id=context.enterprise_id,
+        bot_token=context.bot_token,
+        bot_user_id=context.bot_user_id,
+        bot_id=context.bot_id,
+    )
 
 
 def bind_workspace(context: BoltContext, next: Callable[[], Any]) -> Any:
@@ -139,6 +144,7 @@ class TeamTurnLog:
     def turns_since(self, since_iso: str) -> Iterator[dict]:
         return self.inner.turns_since(since_iso)
 
-    def purge_turns(self, before: str | None, users: Sequence[str], limit: int | None = None,
-                    teams: Sequence[str] = ()) -> list[dict]:
+    def purge_turns(
+        self, before: str | None, users: Sequence[str], limit: int | None = None, teams: Sequence[str] = ()
+    ) -> list[dict]:
         return self.inner.purge_turns(before, users, limit, teams)

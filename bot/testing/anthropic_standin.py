@@ -115,23 +115,34 @@ def tag_attributes(request: RecordedRequest, tag: str) -> list[dict[str, str]]:
 
 
 def message(
-    text: str | None, *, input_tokens: int = 1200, output_tokens: int = 80,
-    stop_reason: str = "end_turn", model: str = "claude-standin", content: list[dict] | None = None,
+    text: str | None,
+    *,
+    input_tokens: int = 1200,
+    output_tokens: int = 80,
+    stop_reason: str = "end_turn",
+    model: str = "claude-standin",
+    content: list[dict] | None = None,
 ) -> Reply:
     """A 200 Messages API response holding one text block (or the given content blocks)."""
     blocks = content if content is not None else ([] if text is None else [{"type": "text", "text": text}])
-    return Reply(200, {
-        "id": "msg_" + uuid.uuid4().hex[:24], "type": "message", "role": "assistant",
-        "model": model, "content": blocks, "stop_reason": stop_reason, "stop_sequence": None,
-        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
-    })
+    return Reply(
+        200,
+        {
+            "id": "msg_" + uuid.uuid4().hex[:24],
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": blocks,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        },
+    )
 
 
-def error(status: int, kind: str, text: str, headers: dict[str, str] | None = None,
-          delay_s: float = 0.0) -> Reply:
+def error(status: int, kind: str, text: str, headers: dict[str, str] | None = None, delay_s: float = 0.0) -> Reply:
     """An error response shaped like the API's: {"type":"error","error":{type,message}}."""
-    return Reply(status, {"type": "error", "error": {"type": kind, "message": text}},
-                 headers or {}, delay_s)
+    return Reply(status, {"type": "error", "error": {"type": kind, "message": text}}, headers or {}, delay_s)
 
 
 def reset() -> Reply:
@@ -159,29 +170,37 @@ def fault_catalogue(budget_s: float) -> dict[str, tuple[Callable[[], Reply], str
     fallback label of a turn with this budget must say). Tests and benchmarks/faults.py."""
     good = message("A Release Train departs every two weeks [1].")
     return {
-        "429-retry-after": (lambda: error(429, "rate_limit_error", "slow down", headers={"retry-after": "0.3"}),
-                            "HTTP 429 rate_limit_error: slow down; gave up after"),
+        "429-retry-after": (
+            lambda: error(429, "rate_limit_error", "slow down", headers={"retry-after": "0.3"}),
+            "HTTP 429 rate_limit_error: slow down; gave up after",
+        ),
         "429-retry-after-past-budget": (
             lambda: error(429, "rate_limit_error", "slow down", headers={"retry-after": "30"}),
-            f"retry-after 30 s exceeds the {budget_s:g} s budget"),
+            f"retry-after 30 s exceeds the {budget_s:g} s budget",
+        ),
         "500": (lambda: error(500, "api_error", "internal"), "HTTP 500 api_error: internal; gave up after"),
-        "529-overloaded": (lambda: error(529, "overloaded_error", "Overloaded"),
-                           "HTTP 529 overloaded_error: Overloaded; gave up after"),
+        "529-overloaded": (
+            lambda: error(529, "overloaded_error", "Overloaded"),
+            "HTTP 529 overloaded_error: Overloaded; gave up after",
+        ),
         "connection-reset": (reset, "connection failed"),
         "read-timeout-silent": (stall, "timed out after"),
         "read-timeout-drip": (lambda: drip(good, every_s=0.2), "timed out after"),
         "body-cut-off": (lambda: truncated(good), "connection failed"),
         "body-not-json": (lambda: Reply(200, '{"id": "msg_1", "type": "mess'), "the model's reply was malformed"),
-        "body-wrong-shape": (lambda: Reply(200, {"type": "message", "content": "not a list of blocks"}),
-                             "the model's reply was malformed"),
-        "body-text-block-without-text": (lambda: Reply(200, {"type": "message", "content": [{"type": "text"}]}),
-                                         "the model's reply was malformed"),
+        "body-wrong-shape": (
+            lambda: Reply(200, {"type": "message", "content": "not a list of blocks"}),
+            "the model's reply was malformed",
+        ),
+        "body-text-block-without-text": (
+            lambda: Reply(200, {"type": "message", "content": [{"type": "text"}]}),
+            "the model's reply was malformed",
+        ),
     }
 
 
 def _streamable(reply: Reply) -> bool:
-    return (reply.status == 200 and isinstance(reply.body, dict)
-            and reply.body.get("type") == "message")
+    return reply.status == 200 and isinstance(reply.body, dict) and reply.body.get("type") == "message"
 
 
 def sse_events(reply: Reply) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -189,24 +208,39 @@ def sse_events(reply: Reply) -> Iterator[tuple[str, dict[str, Any]]]:
     body = dict(reply.body) if isinstance(reply.body, dict) else {}
     text = "".join(b.get("text", "") for b in body.get("content") or [] if b.get("type") == "text")
     usage = dict(body.get("usage") or {})
-    start = {**body, "content": [], "stop_reason": None, "stop_sequence": None,
-             "usage": {"input_tokens": usage.get("input_tokens", 0), "output_tokens": 1}}
+    start = {
+        **body,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": usage.get("input_tokens", 0), "output_tokens": 1},
+    }
     yield "message_start", {"type": "message_start", "message": start}
-    yield "content_block_start", {"type": "content_block_start", "index": 0,
-                                  "content_block": {"type": "text", "text": ""}}
+    yield (
+        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    )
     step = max(1, reply.chunk_chars)
     for at in range(0, len(text), step):
         if reply.break_after is not None and at >= reply.break_after:
-            yield "error", {"type": "error", "error": {"type": "overloaded_error",
-                                                       "message": "stand-in: overloaded mid-stream"}}
+            yield (
+                "error",
+                {"type": "error", "error": {"type": "overloaded_error", "message": "stand-in: overloaded mid-stream"}},
+            )
             return
-        yield "content_block_delta", {"type": "content_block_delta", "index": 0,
-                                      "delta": {"type": "text_delta", "text": text[at:at + step]}}
+        yield (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text[at : at + step]}},
+        )
     yield "content_block_stop", {"type": "content_block_stop", "index": 0}
-    yield "message_delta", {"type": "message_delta",
-                            "delta": {"stop_reason": body.get("stop_reason", "end_turn"),
-                                      "stop_sequence": None},
-                            "usage": {"output_tokens": usage.get("output_tokens", 0)}}
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": body.get("stop_reason", "end_turn"), "stop_sequence": None},
+            "usage": {"output_tokens": usage.get("output_tokens", 0)},
+        },
+    )
     yield "message_stop", {"type": "message_stop"}
 
 
@@ -283,8 +317,9 @@ class AnthropicStandIn:
                     body = json.loads(raw or b"{}")
                 except json.JSONDecodeError:
                     body = {"_raw": raw.decode("utf-8", "replace")}
-                headers = {k.lower(): v for k, v in self.headers.items()
-                           if k.lower() not in ("x-api-key", "authorization")}
+                headers = {
+                    k.lower(): v for k, v in self.headers.items() if k.lower() not in ("x-api-key", "authorization")
+                }
                 request = RecordedRequest(self.path, headers, body, time.monotonic())
                 if self.path.split("?")[0] != MESSAGES_PATH:
                     reply = error(404, "not_found_error", f"stand-in serves only {MESSAGES_PATH}")
@@ -306,8 +341,7 @@ class AnthropicStandIn:
                     deltas = sum(1 for e, _ in sse_events(reply) if e == "content_block_delta")
                     if standin._stopping.wait(reply.chunk_delay_s * deltas):
                         return
-                payload = (reply.body if isinstance(reply.body, str)
-                           else json.dumps(reply.body)).encode("utf-8")
+                payload = (reply.body if isinstance(reply.body, str) else json.dumps(reply.body)).encode("utf-8")
                 try:
                     self.send_response(reply.status)
                     self.send_header("content-type", "application/json")
@@ -325,7 +359,7 @@ class AnthropicStandIn:
                         for i in range(len(payload)):
                             if standin._stopping.wait(reply.drip_s):
                                 break
-                            self.wfile.write(payload[i:i + 1])
+                            self.wfile.write(payload[i : i + 1])
                             self.wfile.flush()
                     else:
                         self.wfile.write(payload)
@@ -346,8 +380,11 @@ class AnthropicStandIn:
                     self.send_header("request-id", "req_standin_" + uuid.uuid4().hex[:12])
                     self.end_headers()
                     for event, data in sse_events(reply):
-                        if (event == "content_block_delta" and reply.chunk_delay_s
-                                and standin._stopping.wait(reply.chunk_delay_s)):
+                        if (
+                            event == "content_block_delta"
+                            and reply.chunk_delay_s
+                            and standin._stopping.wait(reply.chunk_delay_s)
+                        ):
                             return
                         self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
                         self.wfile.flush()
@@ -358,8 +395,7 @@ class AnthropicStandIn:
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = True
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="anthropic-standin",
-                                        daemon=True)
+        self._thread = threading.Thread(target=server.serve_forever, name="anthropic-standin", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

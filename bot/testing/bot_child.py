@@ -39,8 +39,14 @@ class BotProcess:
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed by stop()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot.testing.bot_child", *args], cwd=REPO,
-                                     stdout=subprocess.PIPE, stderr=self._log, env=env, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.testing.bot_child", *args],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=env,
+            text=True,
+        )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().strip()
         if not line.startswith("listening "):
@@ -92,14 +98,23 @@ def main() -> None:
     configure("json", level=logging.INFO)
     chosen = {"store": args.store} if args.store else {}
     settings = load_settings(
-        slack_bot_token=BOT_TOKEN, slack_signing_secret=SIGNING_SECRET, slack_api_url=args.slack_api,
-        es_url=args.es_url, index=args.index, es_timeout_s=args.es_timeout_s,
-        redis_url=args.redis, redis_prefix=args.prefix, rate_limit_per_minute=10_000, **chosen)
+        slack_bot_token=BOT_TOKEN,
+        slack_signing_secret=SIGNING_SECRET,
+        slack_api_url=args.slack_api,
+        es_url=args.es_url,
+        index=args.index,
+        es_timeout_s=args.es_timeout_s,
+        redis_url=args.redis,
+        redis_prefix=args.prefix,
+        rate_limit_per_minute=10_000,
+        **chosen,
+    )
     components = Components(settings)
     components.embedder = HashingEmbedder()  # type: ignore[assignment]  # the Embedder's surface
     bot = build_bot(components)
-    server = SlackHttpServer(bot.app, signing_secret=SIGNING_SECRET, host="127.0.0.1", port=0,
-                             readiness=components.readiness)
+    server = SlackHttpServer(
+        bot.app, signing_secret=SIGNING_SECRET, host="127.0.0.1", port=0, readiness=components.readiness
+    )
     bot.warm_up()
     stopping = threading.Event()
 

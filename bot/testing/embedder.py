@@ -34,8 +34,7 @@ class HashingEmbedder:
     def __init__(self, dims: int = DIMS) -> None:
         self.dims = dims
         self.max_tokens = WINDOW_TOKENS
-        self.stamp = ModelStamp(name="citebot-test-hashing", dims=dims, checksum="hashing-v1",
-                                runtime="hashing")
+        self.stamp = ModelStamp(name="citebot-test-hashing", dims=dims, checksum="hashing-v1", runtime="hashing")
 
     def count_tokens(self, text: str) -> int:
         return len(_TOKEN.findall(text))

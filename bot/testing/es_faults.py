@@ -38,8 +38,11 @@ KILL_POINTS: dict[str, tuple[Callable[[ProxiedRequest], bool], int, str]] = {
     "completing-the-new-index": (lambda r: r.path.split("?")[0].endswith("/_refresh"), 1, "old"),
     "moving-the-alias": (lambda r: r.method == "POST" and r.path.startswith("/_aliases"), 1, "old"),
     "deleting-the-old-index": (lambda r: r.method == "DELETE" and not r.path.startswith("/_pit"), 1, "new"),
-    "recalibrating": (lambda r: r.method in ("PUT", "POST") and "/_mapping" in r.path
-                      and b'"stats"' in r.body, 1, "new"),
+    "recalibrating": (
+        lambda r: r.method in ("PUT", "POST") and "/_mapping" in r.path and b'"stats"' in r.body,
+        1,
+        "new",
+    ),
 }
 
 
@@ -68,8 +71,9 @@ def _served(held: dict, old: dict, new: dict) -> str:
     return f"neither ({len(held)} sources)"
 
 
-def kill_during_ingest(es: PrivateElasticsearch, proxy: ElasticProxy, handbook: Path, work: Path,
-                       point: str, alias: str) -> KillResult:
+def kill_during_ingest(
+    es: PrivateElasticsearch, proxy: ElasticProxy, handbook: Path, work: Path, point: str, alias: str
+) -> KillResult:
     """One kill point, from a fresh alias: old collection, edited folder, killed ingest,
     restart, the alias read, the next ingest."""
     match, nth, _expected = KILL_POINTS[point]
@@ -105,8 +109,16 @@ def kill_during_ingest(es: PrivateElasticsearch, proxy: ElasticProxy, handbook: 
 
     reader = _store(es.url, alias)
     held = collection(reader)
-    result = KillResult(point, error, _served(held, old, new), len(duplicated_chunks(reader)),
-                        completed=False, calibrated=False, restart_s=round(restart_s, 1), killed_at=killed_at)
+    result = KillResult(
+        point,
+        error,
+        _served(held, old, new),
+        len(duplicated_chunks(reader)),
+        completed=False,
+        calibrated=False,
+        restart_s=round(restart_s, 1),
+        killed_at=killed_at,
+    )
     reader.close()
     again = _store(es.url, alias)
     ingest([folder], again, embedder, progress=False)

@@ -20,11 +20,19 @@ from pathlib import Path
 
 from bot.testing.bot_child import BotProcess
 from bot.testing.services import PrivateRedis, free_port
-from bot.testing.slack_standin import BOT_USER_ID, SlackSender, SlackStandIn
+from bot.testing.slack_sender import SlackSender
+from bot.testing.slack_standin import BOT_USER_ID, SlackStandIn
 
-QUESTIONS = ["How often does the Release Train leave?", "What is the per diem for travel?",
-             "Who approves a hotfix?", "How long is the soak?", "What is the on-call rota?",
-             "How do I report an incident?", "What is the Klaxon?", "Where is the annex?"]
+QUESTIONS = [
+    "How often does the Release Train leave?",
+    "What is the per diem for travel?",
+    "Who approves a hotfix?",
+    "How long is the soak?",
+    "What is the on-call rota?",
+    "How do I report an incident?",
+    "What is the Klaxon?",
+    "Where is the annex?",
+]
 WAIT_S = 120  # a hang guard for the replies and the resync, never a timing
 
 
@@ -47,24 +55,35 @@ class Fleet:
         for i in range(n):
             channel = f"CFAULT{tag}{i % 3}"
             m = self.standin.user_message(channel, f"U{tag}{i}", f"<@{BOT_USER_ID}> {QUESTIONS[i % len(QUESTIONS)]}")
-            body = {"type": "app_mention", "user": m["user"], "text": m["text"], "ts": m["ts"],
-                    "channel": channel, "event_ts": m["ts"]}
+            body = {
+                "type": "app_mention",
+                "user": m["user"],
+                "text": m["text"],
+                "ts": m["ts"],
+                "channel": channel,
+                "event_ts": m["ts"],
+            }
             out.append(Event(body, f"Ev{tag}{i:03d}{random.Random(tag).randrange(10**6):06d}"))
         return out
 
     def deliver(self, plan: list[tuple[Event, int | None, str]]) -> list[int]:
         """Send (event, retry number, process) deliveries, four at a time; their HTTP statuses."""
+
         def send(item):
             event, retry, name = item
             return self.senders[name].event(event.body, event_id=event.event_id, retry_num=retry).status
+
         with ThreadPoolExecutor(4) as pool:
             return list(pool.map(send, plan))
 
     def replies(self, events: list[Event]) -> Counter:
         """(event ts, process) -> replies posted in the event's thread."""
         wanted = {e.body["ts"]: e for e in events}
-        return Counter((c.params.get("thread_ts"), c.replica) for c in self.standin.calls("chat.postMessage")
-                       if c.params.get("thread_ts") in wanted)
+        return Counter(
+            (c.params.get("thread_ts"), c.replica)
+            for c in self.standin.calls("chat.postMessage")
+            if c.params.get("thread_ts") in wanted
+        )
 
     def wait_answered(self, events: list[Event]) -> None:
         """Until every event's reply has been posted and then replaced by its answer."""
@@ -87,8 +106,11 @@ class Fleet:
         raise AssertionError(f"replies missing after {WAIT_S} s: {sorted(pairs - set(self.replies(events)))}")
 
     def answer(self, event: Event) -> str | None:
-        ours = [m for m in self.standin.messages(event.body["channel"])
-                if m.get("thread_ts") == event.body["ts"] and m.get("bot_id")]
+        ours = [
+            m
+            for m in self.standin.messages(event.body["channel"])
+            if m.get("thread_ts") == event.body["ts"] and m.get("bot_id")
+        ]
         texts = [m.get("text", "") for m in ours]
         return texts[0] if texts and not any("Looking through" in t for t in texts) else None
 
@@ -116,8 +138,17 @@ def fleet_of(names: list[str], store_dir: Path, work: Path, prefix: str) -> Iter
     bots: dict[str, BotProcess] = {}
     try:
         for name in names:
-            bots[name] = BotProcess(work / f"bot-{name}.log", "--slack-api", standin.replica_api_url(name),
-                                    "--store", str(store), "--redis", r.url, "--prefix", prefix)
+            bots[name] = BotProcess(
+                work / f"bot-{name}.log",
+                "--slack-api",
+                standin.replica_api_url(name),
+                "--store",
+                str(store),
+                "--redis",
+                r.url,
+                "--prefix",
+                prefix,
+            )
         yield Fleet(standin, r, bots, {n: SlackSender(b.url) for n, b in bots.items()}, prefix)
     finally:
         for b in bots.values():

@@ -51,13 +51,17 @@ def answerable(limit: int, folder: Path | None = None) -> list[str]:
     expected words are in one of its Markdown files (a collection cut to a few folders)."""
     rows = [json.loads(line) for line in (EXAMPLES / "questions.jsonl").read_text().splitlines() if line.strip()]
     texts = [p.read_text(errors="replace") for p in folder.rglob("*.md")] if folder else []
-    out = [r["question"] for r in rows if r["kind"] != "unanswerable"
-           and (folder is None or any(s in t for s in r["must_contain"] for t in texts))]
+    out = [
+        r["question"]
+        for r in rows
+        if r["kind"] != "unanswerable" and (folder is None or any(s in t for s in r["must_contain"] for t in texts))
+    ]
     return out[:limit]
 
 
-def plan(per_group: int | None = None, strays: int | None = None, again: int = 2,
-         extra: Sequence[str] = ()) -> list[tuple[str, str, str, str, datetime]]:
+def plan(
+    per_group: int | None = None, strays: int | None = None, again: int = 2, extra: Sequence[str] = ()
+) -> list[tuple[str, str, str, str, datetime]]:
     """(group, question, user, channel, time) for the month, deterministic: a group's
     questions are spread over the month, by different people in different channels, and
     `again` of each group's questions are asked once more in the last week; `extra`

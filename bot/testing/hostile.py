@@ -17,13 +17,14 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
-_WORDS = ("the rover docks at the charging bay before each shift and reports its battery "
-          "level to the fleet service which schedules the next route").split()
+_WORDS = (
+    "the rover docks at the charging bay before each shift and reports its battery "
+    "level to the fleet service which schedules the next route"
+).split()
 
 
 def good_markdown(path: Path, topic: str = "Charging bay") -> Path:
-    path.write_text(f"# {topic}\n\nEvery rover docks at the {topic.lower()} before its shift.\n",
-                    encoding="utf-8")
+    path.write_text(f"# {topic}\n\nEvery rover docks at the {topic.lower()} before its shift.\n", encoding="utf-8")
     return path
 
 
@@ -42,8 +43,14 @@ def big_text(path: Path, size_bytes: int) -> Path:
 
 def deep_html(path: Path, depth: int, tag: str = "div") -> Path:
     """One paragraph inside `depth` nested elements, every one closed."""
-    path.write_text("<html><body>" + f"<{tag}>" * depth + "<p>Deep down, the rover docks.</p>"
-                    + f"</{tag}>" * depth + "</body></html>", encoding="utf-8")
+    path.write_text(
+        "<html><body>"
+        + f"<{tag}>" * depth
+        + "<p>Deep down, the rover docks.</p>"
+        + f"</{tag}>" * depth
+        + "</body></html>",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -53,15 +60,17 @@ def invalid_utf8(path: Path) -> Path:
 
 
 def _pdf_page_text(writer, text_for_page, pages: int) -> None:
-    from pypdf.generic import (
-        DecodedStreamObject,
-        DictionaryObject,
-        NameObject,
-    )
+    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
-    font = writer._add_object(DictionaryObject({  # one font object shared by every page
-        NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
-        NameObject("/BaseFont"): NameObject("/Helvetica")}))
+    font = writer._add_object(
+        DictionaryObject(
+            {  # one font object shared by every page
+                NameObject("/Type"): NameObject("/Font"),
+                NameObject("/Subtype"): NameObject("/Type1"),
+                NameObject("/BaseFont"): NameObject("/Helvetica"),
+            }
+        )
+    )
     resources = DictionaryObject({NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
     for n in range(pages):
         page = writer.add_blank_page(width=612, height=792)
@@ -76,8 +85,11 @@ def many_pages_pdf(path: Path, pages: int) -> Path:
     from pypdf import PdfWriter
 
     writer = PdfWriter()
-    _pdf_page_text(writer, lambda n: f"BT /F1 12 Tf 72 720 Td (Page {n + 1}: the rover docks at bay {n % 50}.) Tj ET"
-                   .encode(), pages)
+    _pdf_page_text(
+        writer,
+        lambda n: f"BT /F1 12 Tf 72 720 Td (Page {n + 1}: the rover docks at bay {n % 50}.) Tj ET".encode(),
+        pages,
+    )
     with path.open("wb") as out:
         writer.write(out)
     return path
@@ -101,8 +113,10 @@ def pdf_bomb(path: Path, inflated_bytes: int) -> Path:
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-         b"/Resources << /Font << /F1 5 0 R >> >> >>"),
+        (
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+            b"/Resources << /Font << /F1 5 0 R >> >> >>"
+        ),
         b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
@@ -139,8 +153,10 @@ def pdf_pages_bomb(path: Path, pages: int, inflated_per_page: int) -> Path:
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
     for n in range(pages):
-        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
-                       b"/Resources << /Font << /F1 3 0 R >> >> >>" % (5 + 2 * n))
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+            b"/Resources << /Font << /F1 3 0 R >> >> >>" % (5 + 2 * n)
+        )
         objects.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream")
     out = bytearray(b"%PDF-1.7\n")
     offsets = []

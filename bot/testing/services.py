@@ -100,9 +100,22 @@ class PrivateRedis:
     def start(self) -> PrivateRedis:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.folder)],
-            stdout=open(self.folder / "redis.log", "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115 - the server's, for its life
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.folder),
+            ],
+            stdout=open(self.folder / "redis.log", "ab"),  # noqa: SIM115 - the server's, for its life
+            stderr=subprocess.STDOUT,
+        )
         _wait(self.ping, START_TIMEOUT_S, f"redis did not answer on port {self.port}")
         return self
 
@@ -119,8 +132,11 @@ class PrivateRedis:
 
 
 def _java_home() -> str:
-    for d in sorted(glob.glob("/usr/lib/jvm/temurin-*-jdk-*") + glob.glob("/usr/lib/jvm/java-2[1-9]-*")
-                    + glob.glob("/usr/lib/jvm/java-[3-9][0-9]-*")):
+    for d in sorted(
+        glob.glob("/usr/lib/jvm/temurin-*-jdk-*")
+        + glob.glob("/usr/lib/jvm/java-2[1-9]-*")
+        + glob.glob("/usr/lib/jvm/java-[3-9][0-9]-*")
+    ):
         java = Path(d) / "bin" / "java"
         if not java.exists():
             continue
@@ -158,7 +174,8 @@ class PrivateElasticsearch:
     def healthy(self) -> bool:
         try:
             with urllib.request.urlopen(
-                    f"{self.url}/_cluster/health?wait_for_status=yellow&timeout=1s", timeout=3) as r:
+                f"{self.url}/_cluster/health?wait_for_status=yellow&timeout=1s", timeout=3
+            ) as r:
                 return r.status == 200
         except OSError:
             return False
@@ -185,19 +202,40 @@ class PrivateElasticsearch:
         self._prepare(home)
         pidfile = self.folder / "es.pid"
         pidfile.unlink(missing_ok=True)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "ES_JAVA_HOME": _java_home(),
-               "ES_PATH_CONF": str(self.folder / "config"), "ES_JAVA_OPTS": f"-Xms{self.heap} -Xmx{self.heap}"}
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "ES_JAVA_HOME": _java_home(),
+            "ES_PATH_CONF": str(self.folder / "config"),
+            "ES_JAVA_OPTS": f"-Xms{self.heap} -Xmx{self.heap}",
+        }
         subprocess.run(
-            ["runuser", "-u", ES_USER, "--", "env", *[f"{k}={v}" for k, v in env.items()],
-             str(home / "bin" / "elasticsearch"), "-d", "-p", str(pidfile),
-             "-Ediscovery.type=single-node", "-Enetwork.host=127.0.0.1", f"-Ehttp.port={self.port}",
-             f"-Etransport.port={self.port + 50}", "-Expack.security.enabled=false",
-             f"-Epath.data={self.folder / 'data'}", f"-Epath.logs={self.folder / 'logs'}",
-             "-Ecluster.routing.allocation.disk.threshold_enabled=false"],
-            check=True, stdout=open(self.folder / "stdout.log", "ab"),  # noqa: SIM115 - the node's
-            stderr=subprocess.STDOUT)
-        _wait(lambda: pidfile.exists() and pidfile.read_text().strip(), START_TIMEOUT_S,
-              "Elasticsearch wrote no pid file")
+            [
+                "runuser",
+                "-u",
+                ES_USER,
+                "--",
+                "env",
+                *[f"{k}={v}" for k, v in env.items()],
+                str(home / "bin" / "elasticsearch"),
+                "-d",
+                "-p",
+                str(pidfile),
+                "-Ediscovery.type=single-node",
+                "-Enetwork.host=127.0.0.1",
+                f"-Ehttp.port={self.port}",
+                f"-Etransport.port={self.port + 50}",
+                "-Expack.security.enabled=false",
+                f"-Epath.data={self.folder / 'data'}",
+                f"-Epath.logs={self.folder / 'logs'}",
+                "-Ecluster.routing.allocation.disk.threshold_enabled=false",
+            ],
+            check=True,
+            stdout=open(self.folder / "stdout.log", "ab"),  # noqa: SIM115 - the node's
+            stderr=subprocess.STDOUT,
+        )
+        _wait(
+            lambda: pidfile.exists() and pidfile.read_text().strip(), START_TIMEOUT_S, "Elasticsearch wrote no pid file"
+        )
         self.pid = int(pidfile.read_text().strip())
         _wait(self.healthy, START_TIMEOUT_S, f"Elasticsearch did not come up on port {self.port}")
         return self

@@ -18,8 +18,7 @@ from typing import Any
 # The most suggested prompts Slack takes (the manifest schema's agent_view limit).
 PROMPTS_MAX = 4
 TASK_STATUSES = ("pending", "in_progress", "complete", "error")
-_ASSISTANT = ("assistant.threads.setStatus", "assistant.threads.setTitle",
-              "assistant.threads.setSuggestedPrompts")
+_ASSISTANT = ("assistant.threads.setStatus", "assistant.threads.setTitle", "assistant.threads.setSuggestedPrompts")
 _STREAMS = ("chat.startStream", "chat.appendStream", "chat.stopStream")
 
 
@@ -35,8 +34,7 @@ class AgentStandIn:
         """Whether this module answers the call (the rest of the stand-in does otherwise)."""
         if method in _ASSISTANT or method == "conversations.members" or method in self.refuse:
             return True
-        return method in _STREAMS and (chunk_problem(p) is not None or (
-            "task_update" in self.refuse and _has_tasks(p)))
+        return method in _STREAMS and (chunk_problem(p) is not None or ("task_update" in self.refuse and _has_tasks(p)))
 
     def answer(self, method: str, p: dict[str, Any]) -> dict[str, Any]:
         if method in self.refuse:
@@ -52,9 +50,18 @@ class AgentStandIn:
             return {"ok": False, "error": "invalid_arguments"}
         if method == "assistant.threads.setSuggestedPrompts":
             prompts = p.get("prompts")
-            if (not isinstance(prompts, list) or not 1 <= len(prompts) <= PROMPTS_MAX
-                    or not all(isinstance(x, dict) and isinstance(x.get("title"), str) and x["title"]
-                               and isinstance(x.get("message"), str) and x["message"] for x in prompts)):
+            if (
+                not isinstance(prompts, list)
+                or not 1 <= len(prompts) <= PROMPTS_MAX
+                or not all(
+                    isinstance(x, dict)
+                    and isinstance(x.get("title"), str)
+                    and x["title"]
+                    and isinstance(x.get("message"), str)
+                    and x["message"]
+                    for x in prompts
+                )
+            ):
                 return {"ok": False, "error": "invalid_arguments"}
             return {"ok": True}
         if not thread_ts:
@@ -75,13 +82,15 @@ class AgentStandIn:
         start = int(p.get("cursor") or 0)
         end = start + int(p.get("limit") or 100)
         more = end < len(everyone)
-        return {"ok": True, "members": everyone[start:end],
-                "response_metadata": {"next_cursor": str(end) if more else ""}}
+        return {
+            "ok": True,
+            "members": everyone[start:end],
+            "response_metadata": {"next_cursor": str(end) if more else ""},
+        }
 
 
 def _has_tasks(p: dict[str, Any]) -> bool:
-    return any(isinstance(c, dict) and c.get("type") in ("task_update", "plan_update")
-               for c in p.get("chunks") or [])
+    return any(isinstance(c, dict) and c.get("type") in ("task_update", "plan_update") for c in p.get("chunks") or [])
 
 
 def chunk_problem(p: dict[str, Any]) -> str | None:
@@ -100,13 +109,18 @@ def chunk_problem(p: dict[str, Any]) -> str | None:
         if kind == "plan_update" and isinstance(c.get("title"), str):
             continue
         if kind == "task_update":
-            if not (isinstance(c.get("id"), str) and isinstance(c.get("title"), str)
-                    and c.get("status") in TASK_STATUSES):
+            if not (
+                isinstance(c.get("id"), str) and isinstance(c.get("title"), str) and c.get("status") in TASK_STATUSES
+            ):
                 return f"task_update needs id, title and a status of {TASK_STATUSES}"
             for s in c.get("sources") or []:
-                if not (isinstance(s, dict) and s.get("type") == "url"
-                        and str(s.get("url", "")).startswith(("https://", "http://"))
-                        and isinstance(s.get("text"), str) and s["text"]):
+                if not (
+                    isinstance(s, dict)
+                    and s.get("type") == "url"
+                    and str(s.get("url", "")).startswith(("https://", "http://"))
+                    and isinstance(s.get("text"), str)
+                    and s["text"]
+                ):
                     return "a task source must be {type: url, url, text}"
             continue
         return f"unknown chunk {c!r:.80}"
@@ -115,22 +129,35 @@ def chunk_problem(p: dict[str, Any]) -> str | None:
 
 def tasks_sent(calls: list[Any]) -> list[dict]:
     """Every task_update chunk the streaming calls carried, in order."""
-    return [c for call in calls for c in call.params.get("chunks") or []
-            if isinstance(c, dict) and c.get("type") == "task_update"]
+    return [
+        c
+        for call in calls
+        for c in call.params.get("chunks") or []
+        if isinstance(c, dict) and c.get("type") == "task_update"
+    ]
 
 
-def thread_started_event(user: str, channel: str, thread_ts: str, viewing: str | None = None,
-                         team_id: str = "TSTANDIN") -> dict:
+def thread_started_event(
+    user: str, channel: str, thread_ts: str, viewing: str | None = None, team_id: str = "TSTANDIN"
+) -> dict:
     """assistant_thread_started: a person opened a new thread on the older assistant surface."""
     context = {"channel_id": viewing, "team_id": team_id} if viewing else {}
-    return {"type": "assistant_thread_started", "event_ts": f"{time.time():.6f}",
-            "assistant_thread": {"user_id": user, "channel_id": channel, "thread_ts": thread_ts,
-                                 "context": context}}
+    return {
+        "type": "assistant_thread_started",
+        "event_ts": f"{time.time():.6f}",
+        "assistant_thread": {"user_id": user, "channel_id": channel, "thread_ts": thread_ts, "context": context},
+    }
 
 
 def context_changed_event(user: str, channel: str, viewing: str | None) -> dict:
     """app_context_changed: what the person is viewing now (an empty context: nothing)."""
-    context = ({"entities": [{"type": "slack#/types/channel_id", "value": viewing,
-                              "team_id": "TSTANDIN"}]} if viewing else {})
-    return {"type": "app_context_changed", "user": user, "channel": channel, "context": context,
-            "event_ts": f"{time.time():.6f}"}
+    context = (
+        {"entities": [{"type": "slack#/types/channel_id", "value": viewing, "team_id": "TSTANDIN"}]} if viewing else {}
+    )
+    return {
+        "type": "app_context_changed",
+        "user": user,
+        "channel": channel,
+        "context": context,
+        "event_ts": f"{time.time():.6f}",
+    }

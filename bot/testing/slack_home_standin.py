@@ -27,9 +27,13 @@ class HomeViews:
         if isinstance(view, str):
             view = json.loads(view)
         user = str(p.get("user_id") or "")
-        if (not user or not isinstance(view, dict) or view.get("type") != "home"
-                or not isinstance(view.get("blocks"), list)
-                or len(view["blocks"]) > HOME_BLOCKS_MAX):
+        if (
+            not user
+            or not isinstance(view, dict)
+            or view.get("type") != "home"
+            or not isinstance(view.get("blocks"), list)
+            or len(view["blocks"]) > HOME_BLOCKS_MAX
+        ):
             return {"ok": False, "error": "invalid_arguments"}
         with self._lock:
             self._views[user] = view
@@ -44,19 +48,24 @@ class HomeViews:
 
 def home_opened_event(user: str, *, channel: str = "DHOME", tab: str = "home") -> dict:
     """The app_home_opened event of a person opening citebot's Home (or Messages) tab."""
-    return {"type": "app_home_opened", "user": user, "channel": channel, "tab": tab,
-            "event_ts": f"{time.time():.6f}"}
+    return {"type": "app_home_opened", "user": user, "channel": channel, "tab": tab, "event_ts": f"{time.time():.6f}"}
 
 
-def shortcut_payload(callback_id: str, message: dict, *, user: str, channel: str,
-                     response_url: str, team_id: str, app_id: str) -> dict:
+def shortcut_payload(
+    callback_id: str, message: dict, *, user: str, channel: str, response_url: str, team_id: str, app_id: str
+) -> dict:
     """A message_action payload: a message shortcut used on `message` in `channel`."""
     return {
-        "type": "message_action", "callback_id": callback_id,
+        "type": "message_action",
+        "callback_id": callback_id,
         "trigger_id": f"{int(time.time())}.{uuid.uuid4().hex[:8]}",
         "team": {"id": team_id, "domain": "standin"},
         "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": team_id},
-        "channel": {"id": channel, "name": "general"}, "api_app_id": app_id,
-        "token": "legacy-verification-token", "message_ts": message.get("ts", ""),
-        "message": message, "response_url": response_url, "action_ts": str(time.time()),
+        "channel": {"id": channel, "name": "general"},
+        "api_app_id": app_id,
+        "token": "legacy-verification-token",
+        "message_ts": message.get("ts", ""),
+        "message": message,
+        "response_url": response_url,
+        "action_ts": str(time.time()),
     }

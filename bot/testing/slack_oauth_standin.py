@@ -96,10 +96,17 @@ class ManyWorkspacesStandIn(SlackStandIn):
         with self._guard:
             self.team_calls.append((method, team.id))
         if method == "auth.test":
-            return {"ok": True, "url": f"https://{team.id.lower()}.slack.com/", "team": team.id,
-                    "user": "citebot", "team_id": None if team.org_wide else team.id,
-                    "user_id": team.bot_user_id, "bot_id": team.bot_id,
-                    "enterprise_id": team.enterprise_id, "is_enterprise_install": team.org_wide}
+            return {
+                "ok": True,
+                "url": f"https://{team.id.lower()}.slack.com/",
+                "team": team.id,
+                "user": "citebot",
+                "team_id": None if team.org_wide else team.id,
+                "user_id": team.bot_user_id,
+                "bot_id": team.bot_id,
+                "enterprise_id": team.enterprise_id,
+                "is_enterprise_install": team.org_wide,
+            }
         return self._answer(method, p)
 
     def _oauth(self, p: dict[str, Any], auth: str) -> dict[str, Any]:
@@ -120,18 +127,38 @@ class ManyWorkspacesStandIn(SlackStandIn):
             answer = self._issue(team)
         workspace = None if team.org_wide else {"id": team.id, "name": f"Team {team.id}"}
         enterprise = {"id": team.enterprise_id, "name": "Org"} if team.enterprise_id else None
-        return {"ok": True, **answer, "scope": p.get("scope", "chat:write"), "app_id": APP_ID,
-                "bot_user_id": team.bot_user_id, "team": workspace, "enterprise": enterprise,
-                "is_enterprise_install": team.org_wide, "authed_user": {"id": "UINSTALLER"}}
+        return {
+            "ok": True,
+            **answer,
+            "scope": p.get("scope", "chat:write"),
+            "app_id": APP_ID,
+            "bot_user_id": team.bot_user_id,
+            "team": workspace,
+            "enterprise": enterprise,
+            "is_enterprise_install": team.org_wide,
+            "authed_user": {"id": "UINSTALLER"},
+        }
 
 
 def envelope(team: Team, event: dict, event_id: str) -> dict[str, Any]:
     """An Events API body from `team`, as Slack sends it to an app installed in many."""
     return {
-        "token": "legacy-verification-token", "team_id": team.id, "api_app_id": APP_ID,
-        "enterprise_id": team.enterprise_id, "event": event, "type": "event_callback",
-        "event_id": event_id, "event_time": int(time.time()), "is_ext_shared_channel": False,
-        "authorizations": [{"team_id": None if team.org_wide else team.id, "user_id": team.bot_user_id,
-                            "is_bot": True, "is_enterprise_install": team.org_wide,
-                            "enterprise_id": team.enterprise_id}],
+        "token": "legacy-verification-token",
+        "team_id": team.id,
+        "api_app_id": APP_ID,
+        "enterprise_id": team.enterprise_id,
+        "event": event,
+        "type": "event_callback",
+        "event_id": event_id,
+        "event_time": int(time.time()),
+        "is_ext_shared_channel": False,
+        "authorizations": [
+            {
+                "team_id": None if team.org_wide else team.id,
+                "user_id": team.bot_user_id,
+                "is_bot": True,
+                "is_enterprise_install": team.org_wide,
+                "enterprise_id": team.enterprise_id,
+            }
+        ],
     }

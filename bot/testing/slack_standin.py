@@ -1,4 +1,4 @@
-"""A local stand-in for Slack, for tests and benchmarks: the Web API, response_url, and signed delivery.
+"""A local stand-in for Slack, for tests and benchmarks: the Web API and response_url (signed delivery: bot/testing/slack_sender.py).
 
 `SlackStandIn` is a stdlib threaded HTTP server on 127.0.0.1, port 0. `POST|GET /api/<method>`
 answers like the Web API (auth.test, chat.postMessage, chat.update, chat.delete,
@@ -14,29 +14,22 @@ with its arrival time (so tests can see that the status came before the first st
 text); `fail()` makes the next calls
 of a method return an error, as Slack would, and `fail_http()` answers them with HTTP 429
 and Retry-After (rate limited) or a 5xx (Slack failing).
-
-`SlackSender` delivers events, slash commands and button clicks to a Bolt HTTP server the
-way Slack does: signed with the signing secret (v0 HMAC-SHA256, as
-slack_sdk.signature.SignatureVerifier checks), with X-Slack-Retry-Num on retries.
 """
 
 from __future__ import annotations
 
-import http.client
 import itertools
 import json
 import threading
 import time
 import urllib.parse
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from slack_sdk.signature import SignatureVerifier
-
 from bot.testing.slack_agent_standin import AgentStandIn
-from bot.testing.slack_home_standin import HomeViews, home_opened_event, shortcut_payload
+from bot.testing.slack_home_standin import HomeViews
 from bot.testing.slack_streams import MARKDOWN_MAX, markdown_chars, stream_call
 
 BOT_TOKEN = "xoxb-standin-0000-secret"
@@ -90,8 +83,7 @@ class SlackStandIn:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> SlackStandIn:
@@ -133,8 +125,9 @@ class SlackStandIn:
                     return found
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise AssertionError(f"{count} × {method} not seen in {timeout_s} s; saw "
-                                         f"{[c.method for c in self._calls]}")
+                    raise AssertionError(
+                        f"{count} × {method} not seen in {timeout_s} s; saw {[c.method for c in self._calls]}"
+                    )
                 self._lock.wait(left)
 
     def messages(self, channel: str) -> list[dict]:
@@ -143,8 +136,11 @@ class SlackStandIn:
 
     def statuses(self, channel: str, thread_ts: str) -> list[str]:
         """The assistant.threads.setStatus texts a thread was given, in order ("" clears)."""
-        return [str(c.params.get("status", "")) for c in self.calls("assistant.threads.setStatus")
-                if c.params.get("channel_id") == channel and c.params.get("thread_ts") == thread_ts]
+        return [
+            str(c.params.get("status", ""))
+            for c in self.calls("assistant.threads.setStatus")
+            if c.params.get("channel_id") == channel and c.params.get("thread_ts") == thread_ts
+        ]
 
     def fail(self, method: str, error: str = "internal_error", times: int = 1) -> None:
         """The next `times` calls of `method` answer {"ok": false, "error": error}; for
@@ -152,8 +148,7 @@ class SlackStandIn:
         with self._lock:
             self._failures.setdefault(method, []).extend([error] * times)
 
-    def fail_http(self, method: str, status: int = 429, times: int = 1,
-                  retry_after: float | None = None) -> None:
+    def fail_http(self, method: str, status: int = 429, times: int = 1, retry_after: float | None = None) -> None:
         """The next `times` calls of `method` answer HTTP `status` as Slack does when it is
         rate limiting (429 with a Retry-After header, in seconds) or failing (5xx)."""
         with self._lock:
@@ -166,8 +161,9 @@ class SlackStandIn:
     def _next_ts(self) -> str:
         return f"{self._base_ts}.{next(self._ts):06d}"
 
-    def user_message(self, channel: str, user: str, text: str, *, thread_ts: str | None = None,
-                     channel_type: str = "channel") -> dict:
+    def user_message(
+        self, channel: str, user: str, text: str, *, thread_ts: str | None = None, channel_type: str = "channel"
+    ) -> dict:
         """A person's message, stored in the channel; returns it as a `message` event."""
         with self._lock:
             ts = self._next_ts()
@@ -183,7 +179,7 @@ class SlackStandIn:
         url = urllib.parse.urlsplit(handler.path)
         replica = None
         if url.path.startswith("/replica/"):
-            replica, _, rest = url.path[len("/replica/"):].partition("/")
+            replica, _, rest = url.path[len("/replica/") :].partition("/")
             url = url._replace(path="/" + rest)
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
@@ -210,7 +206,7 @@ class SlackStandIn:
         if not url.path.startswith("/api/"):
             self._send(handler, 404, b"not found", "text/plain")
             return
-        method = url.path[len("/api/"):]
+        method = url.path[len("/api/") :]
         auth = handler.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else params.get("token")
         self._record(Call(method, params, arrived, url.path, replica))
@@ -235,8 +231,9 @@ class SlackStandIn:
             self._lock.notify_all()
 
     @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str,
-              headers: dict[str, str] | None = None) -> None:
+    def _send(
+        handler: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str, headers: dict[str, str] | None = None
+    ) -> None:
         handler.send_response(status)
         handler.send_header("Content-Type", ctype)
         for key, value in (headers or {}).items():
@@ -260,18 +257,38 @@ class SlackStandIn:
             if method == "views.publish":
                 return self.home.publish(p)
             if method == "auth.test":
-                return {"ok": True, "url": "https://standin.slack.com/", "team": "Stand-in",
-                        "user": "citebot", "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID,
-                        "is_enterprise_install": False}
+                return {
+                    "ok": True,
+                    "url": "https://standin.slack.com/",
+                    "team": "Stand-in",
+                    "user": "citebot",
+                    "team_id": TEAM_ID,
+                    "user_id": BOT_USER_ID,
+                    "bot_id": BOT_ID,
+                    "is_enterprise_install": False,
+                }
             if method in ("chat.postMessage", "chat.update") and markdown_chars(p) > MARKDOWN_MAX:
                 return {"ok": False, "error": "msg_blocks_too_long"}
             if method.startswith("chat.") and method.endswith("Stream"):
-                return stream_call(self._messages.setdefault(channel, []), method, channel, p,
-                                   self._next_ts, {"user": BOT_USER_ID, "bot_id": BOT_ID, "team": TEAM_ID})
+                return stream_call(
+                    self._messages.setdefault(channel, []),
+                    method,
+                    channel,
+                    p,
+                    self._next_ts,
+                    {"user": BOT_USER_ID, "bot_id": BOT_ID, "team": TEAM_ID},
+                )
             if method == "chat.postMessage":
                 ts = self._next_ts()
-                message = {"type": "message", "user": BOT_USER_ID, "bot_id": BOT_ID, "ts": ts,
-                           "text": p.get("text", ""), "blocks": p.get("blocks") or [], "team": TEAM_ID}
+                message = {
+                    "type": "message",
+                    "user": BOT_USER_ID,
+                    "bot_id": BOT_ID,
+                    "ts": ts,
+                    "text": p.get("text", ""),
+                    "blocks": p.get("blocks") or [],
+                    "team": TEAM_ID,
+                }
                 if p.get("thread_ts"):
                     message["thread_ts"] = p["thread_ts"]
                 if p.get("metadata"):
@@ -299,12 +316,19 @@ class SlackStandIn:
                     return {"ok": False, "error": "channel_not_found"}
                 return {"ok": True, "channel": {"id": channel, "is_im": True, "user": self.ims[channel]}}
             if method == "conversations.info":
-                return {"ok": True, "channel": {"id": channel, "is_channel": channel.startswith("C"),
-                                                "is_ext_shared": channel in self.shared_channels}}
+                return {
+                    "ok": True,
+                    "channel": {
+                        "id": channel,
+                        "is_channel": channel.startswith("C"),
+                        "is_ext_shared": channel in self.shared_channels,
+                    },
+                }
             if method == "conversations.replies":
                 root = p.get("ts")
-                thread = [dict(m) for m in self._messages.get(channel, [])
-                          if m["ts"] == root or m.get("thread_ts") == root]
+                thread = [
+                    dict(m) for m in self._messages.get(channel, []) if m["ts"] == root or m.get("thread_ts") == root
+                ]
                 if not thread:
                     return {"ok": False, "error": "thread_not_found"}
                 if str(p.get("include_all_metadata", "")).lower() not in ("1", "true"):
@@ -314,105 +338,10 @@ class SlackStandIn:
                 start = int(p.get("cursor") or 0)  # as Slack: at most `limit`, oldest first
                 end = start + int(p.get("limit") or 1000)
                 more = end < len(thread)
-                return {"ok": True, "messages": thread[start:end], "has_more": more,
-                        "response_metadata": {"next_cursor": str(end) if more else ""}}
+                return {
+                    "ok": True,
+                    "messages": thread[start:end],
+                    "has_more": more,
+                    "response_metadata": {"next_cursor": str(end) if more else ""},
+                }
             return {"ok": False, "error": "unknown_method"}
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """What the bot's HTTP server answered, and how long it took."""
-
-    status: int
-    body: bytes
-    elapsed_s: float
-    sent_at: float = field(default=0.0)  # time.perf_counter() when the request started
-
-    def json(self) -> Any:
-        return json.loads(self.body) if self.body else None
-
-
-class SlackSender:
-    """Delivers Slack's requests to a Bolt HTTP server, signed as Slack signs them."""
-
-    def __init__(self, url: str, signing_secret: str = SIGNING_SECRET) -> None:
-        parts = urllib.parse.urlsplit(url)
-        self.host = parts.hostname or "127.0.0.1"
-        self.port = parts.port or 80
-        self.path = parts.path or "/slack/events"
-        self.verifier = SignatureVerifier(signing_secret)
-        self._ids = itertools.count(1)
-
-    def post(self, body: str, content_type: str, *, timestamp: int | None = None,
-             signature: str | None = None, headers: dict[str, str] | None = None) -> Delivery:
-        ts = str(int(time.time()) if timestamp is None else timestamp)
-        sig = signature if signature is not None else self.verifier.generate_signature(timestamp=ts, body=body)
-        assert sig is not None, "slack_sdk signs every body that has a timestamp"
-        all_headers = {"Content-Type": content_type, "X-Slack-Request-Timestamp": ts,
-                       "X-Slack-Signature": sig, **(headers or {})}
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
-        started = time.perf_counter()
-        try:
-            conn.request("POST", self.path, body=body.encode(), headers=all_headers)
-            response = conn.getresponse()
-            data = response.read()
-        finally:
-            conn.close()
-        return Delivery(response.status, data, time.perf_counter() - started, started)
-
-    def new_event_id(self) -> str:
-        return f"Ev{uuid.uuid4().hex[:10].upper()}{next(self._ids)}"
-
-    def envelope(self, event: dict, event_id: str | None = None, *, shared: bool = False) -> str:
-        return json.dumps({
-            "token": "legacy-verification-token", "team_id": TEAM_ID, "api_app_id": APP_ID,
-            "event": event, "type": "event_callback", "event_id": event_id or self.new_event_id(),
-            "event_time": int(time.time()), "event_context": "standin",
-            "is_ext_shared_channel": shared,
-            "authorizations": [{"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True,
-                                "is_enterprise_install": False, "enterprise_id": None}],
-        })
-
-    def event(self, event: dict, *, event_id: str | None = None, retry_num: int | None = None,
-              shared: bool = False, **kwargs: Any) -> Delivery:
-        """`shared`: the event comes from a channel shared with another organisation."""
-        headers = {}
-        if retry_num:
-            headers = {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "http_timeout"}
-        return self.post(self.envelope(event, event_id, shared=shared), "application/json",
-                         headers=headers, **kwargs)
-
-    def command(self, text: str, *, user: str, channel: str, response_url: str,
-                command: str = "/ask") -> Delivery:
-        form = {"token": "legacy-verification-token", "team_id": TEAM_ID, "team_domain": "standin",
-                "channel_id": channel, "channel_name": "general", "user_id": user, "user_name": user.lower(),
-                "command": command, "text": text, "api_app_id": APP_ID, "response_url": response_url,
-                "trigger_id": f"{next(self._ids)}.{uuid.uuid4().hex[:8]}"}
-        return self.post(urllib.parse.urlencode(form), "application/x-www-form-urlencoded")
-
-    def home_opened(self, user: str, **kwargs: Any) -> Delivery:
-        return self.event(home_opened_event(user, **kwargs))
-
-    def shortcut(self, callback_id: str, message: dict, *, user: str, channel: str,
-                 response_url: str) -> Delivery:
-        payload = shortcut_payload(callback_id, message, user=user, channel=channel,
-                                   response_url=response_url, team_id=TEAM_ID, app_id=APP_ID)
-        return self.post(urllib.parse.urlencode({"payload": json.dumps(payload)}),
-                         "application/x-www-form-urlencoded")
-
-    def action(self, action_id: str, value: str, *, user: str, channel: str, response_url: str,
-               message_ts: str | None = None, ephemeral: bool = False) -> Delivery:
-        container: dict[str, Any] = {"type": "message", "message_ts": message_ts or "0",
-                                     "channel_id": channel, "is_ephemeral": ephemeral}
-        payload = {
-            "type": "block_actions", "team": {"id": TEAM_ID, "domain": "standin"},
-            "user": {"id": user, "username": user.lower(), "team_id": TEAM_ID},
-            "api_app_id": APP_ID, "token": "legacy-verification-token", "container": container,
-            "trigger_id": f"{next(self._ids)}.{uuid.uuid4().hex[:8]}", "channel": {"id": channel},
-            "response_url": response_url,
-            "actions": [{"action_id": action_id, "block_id": f"citebot_turn_{value}", "value": value,
-                         "type": "button", "action_ts": str(time.time()),
-                         "text": {"type": "plain_text", "text": action_id}}],
-        }
-        return self.post(urllib.parse.urlencode({"payload": json.dumps(payload)}),
-                         "application/x-www-form-urlencoded")

@@ -15,8 +15,14 @@ from typing import Any
 MARKDOWN_MAX = 12_000
 
 
-def stream_call(messages: list[dict], method: str, channel: str, p: dict[str, Any],
-                next_ts: Callable[[], str], author: dict[str, str]) -> dict[str, Any]:
+def stream_call(
+    messages: list[dict],
+    method: str,
+    channel: str,
+    p: dict[str, Any],
+    next_ts: Callable[[], str],
+    author: dict[str, str],
+) -> dict[str, Any]:
     """Answer one streaming call on a channel's messages (the caller holds its lock)."""
     text = stream_text(p)
     if len(text) > MARKDOWN_MAX:
@@ -25,8 +31,17 @@ def stream_call(messages: list[dict], method: str, channel: str, p: dict[str, An
         if not p.get("thread_ts"):
             return {"ok": False, "error": "invalid_arguments"}
         ts = next_ts()
-        messages.append({"type": "message", **author, "ts": ts, "text": text, "blocks": [],
-                         "thread_ts": p["thread_ts"], "streaming": True})
+        messages.append(
+            {
+                "type": "message",
+                **author,
+                "ts": ts,
+                "text": text,
+                "blocks": [],
+                "thread_ts": p["thread_ts"],
+                "streaming": True,
+            }
+        )
         return {"ok": True, "channel": channel, "ts": ts}
     message = next((m for m in messages if m["ts"] == p.get("ts")), None)
     if message is None:
@@ -56,5 +71,8 @@ def stream_text(p: dict[str, Any]) -> str:
 
 def markdown_chars(p: dict[str, Any]) -> int:
     """Characters in the markdown blocks of a chat.postMessage or chat.update."""
-    return sum(len(str(b.get("text") or "")) for b in p.get("blocks") or []
-               if isinstance(b, dict) and b.get("type") == "markdown")
+    return sum(
+        len(str(b.get("text") or ""))
+        for b in p.get("blocks") or []
+        if isinstance(b, dict) and b.get("type") == "markdown"
+    )

@@ -50,19 +50,18 @@ def audit_embedded(directory: Path) -> list[str]:
             problems.append(f"integrity_check: {integrity}")
         checks = {
             "chunks without their document": "SELECT count(*) FROM chunks c LEFT JOIN documents d"
-                                             " ON c.doc_id = d.doc_id WHERE d.doc_id IS NULL",
+            " ON c.doc_id = d.doc_id WHERE d.doc_id IS NULL",
             "documents without chunks": "SELECT count(*) FROM documents d WHERE NOT EXISTS"
-                                        " (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id)",
+            " (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id)",
             "chunks without a vector": "SELECT count(*) FROM chunks c WHERE NOT EXISTS"
-                                       " (SELECT 1 FROM windows w WHERE w.chunk_rowid = c.id)",
+            " (SELECT 1 FROM windows w WHERE w.chunk_rowid = c.id)",
             "vectors of no chunk": "SELECT count(*) FROM windows w LEFT JOIN chunks c"
-                                   " ON c.id = w.chunk_rowid WHERE c.id IS NULL",
+            " ON c.id = w.chunk_rowid WHERE c.id IS NULL",
             "chunks not in the word index": "SELECT count(*) FROM chunks c WHERE c.id NOT IN"
-                                            " (SELECT rowid FROM chunks_fts)",
-            "word index rows of no chunk": "SELECT count(*) FROM chunks_fts WHERE rowid NOT IN"
-                                           " (SELECT id FROM chunks)",
+            " (SELECT rowid FROM chunks_fts)",
+            "word index rows of no chunk": "SELECT count(*) FROM chunks_fts WHERE rowid NOT IN (SELECT id FROM chunks)",
             "duplicated chunk positions": "SELECT count(*) FROM (SELECT 1 FROM chunks"
-                                          " GROUP BY doc_id, ordinal HAVING count(*) > 1)",
+            " GROUP BY doc_id, ordinal HAVING count(*) > 1)",
         }
         for what, sql in checks.items():
             (n,) = db.execute(sql).fetchone()
@@ -91,26 +90,33 @@ def versions(held: dict[str, tuple], old: dict[str, tuple], new: dict[str, tuple
     return out
 
 
-def edit_collection(folder: Path, seed: int = 0, *, changed: int = 4, deleted: int = 2,
-                    added: int = 2) -> dict[str, list[str]]:
+def edit_collection(
+    folder: Path, seed: int = 0, *, changed: int = 4, deleted: int = 2, added: int = 2
+) -> dict[str, list[str]]:
     """Change, delete and add Markdown files of `folder` in place; what was done, by kind."""
     rng = random.Random(seed)
     files = sorted(p for p in folder.rglob("*.md") if p.is_file())
     picked = rng.sample(files, changed + deleted)
     done: dict[str, list[str]] = {"changed": [], "deleted": [], "added": []}
     for i, path in enumerate(picked[:changed]):
-        path.write_text(path.read_text(encoding="utf-8") + (
-            f"\n\n## Revision note {seed}-{i}\n\nThis section was added by revision {seed} of the "
-            f"collection: the fault suite checks that it is ingested whole or not at all.\n"),
-            encoding="utf-8")
+        path.write_text(
+            path.read_text(encoding="utf-8")
+            + (
+                f"\n\n## Revision note {seed}-{i}\n\nThis section was added by revision {seed} of the "
+                f"collection: the fault suite checks that it is ingested whole or not at all.\n"
+            ),
+            encoding="utf-8",
+        )
         done["changed"].append(path.relative_to(folder).as_posix())
     for path in picked[changed:]:
         path.unlink()
         done["deleted"].append(path.relative_to(folder).as_posix())
     for i in range(added):
         path = folder / f"added-{seed}-{i}.md"
-        path.write_text(f"# Added page {i}\n\nRevision {seed} added this page about the "
-                        f"quarterly lantern inspection number {i}.\n", encoding="utf-8")
+        path.write_text(
+            f"# Added page {i}\n\nRevision {seed} added this page about the quarterly lantern inspection number {i}.\n",
+            encoding="utf-8",
+        )
         done["added"].append(path.name)
     return done
 

@@ -24,5 +24,16 @@ from ingest.loaders.odt import load_odt
 from ingest.loaders.pdf import load_pdf
 from ingest.loaders.pptx import load_pptx
 
-__all__ = ["FORMATS", "decode_text", "front_matter_url", "load", "load_docx", "load_html", "load_markdown",
-           "load_odt", "load_pdf", "load_pptx", "parse"]
+__all__ = [
+    "FORMATS",
+    "decode_text",
+    "front_matter_url",
+    "load",
+    "load_docx",
+    "load_html",
+    "load_markdown",
+    "load_odt",
+    "load_pdf",
+    "load_pptx",
+    "parse",
+]

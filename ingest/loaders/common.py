@@ -27,8 +27,9 @@ class Outline:
         self.path.append((level, title, anchor))
         # A heading without an id of its own is reached through the nearest one above it.
         nearest = next((a for _, _, a in reversed(self.path) if a), None)
-        self.sections.append(Section(tuple(t for _, t, _ in self.path), anchor=nearest,
-                                     anchors=tuple(a for _, _, a in self.path)))
+        self.sections.append(
+            Section(tuple(t for _, t, _ in self.path), anchor=nearest, anchors=tuple(a for _, _, a in self.path))
+        )
 
     def paragraph(self, text: str, page: str | None = None) -> None:
         if text.strip():
@@ -52,8 +53,9 @@ def decode_text(data: bytes, source: str) -> str:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise IngestError(f"{source}: not UTF-8 ({exc.reason} at byte {exc.start:,}); convert it, e.g. "
-                          "iconv -f latin1 -t utf-8") from exc
+        raise IngestError(
+            f"{source}: not UTF-8 ({exc.reason} at byte {exc.start:,}); convert it, e.g. iconv -f latin1 -t utf-8"
+        ) from exc
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -70,5 +72,9 @@ class InflationBudget:
         """Count n more inflated bytes, read at `where` ("page 3", "word/document.xml")."""
         self.total += n
         if self.total > self.limit:
-            raise over(f"{self.source}: {self.what} inflate to", f"{self.total:,} bytes by {where}",
-                       self.limit, "CITEBOT_INGEST_MAX_INFLATED_FILE_BYTES")
+            raise over(
+                f"{self.source}: {self.what} inflate to",
+                f"{self.total:,} bytes by {where}",
+                self.limit,
+                "CITEBOT_INGEST_MAX_INFLATED_FILE_BYTES",
+            )

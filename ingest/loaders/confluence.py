@@ -52,8 +52,10 @@ def page_title(full: str) -> str:
 def load_confluence(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> LoadedDocument:
     """A Confluence export page: its text under its title, Confluence's furniture left out."""
     if not _WIKI_CONTENT.search(text):
-        raise IngestError(f"{source}: the index page of a Confluence space export (the space's details and "
-                          "its page tree: navigation, no text of its own); left out")
+        raise IngestError(
+            f"{source}: the index page of a Confluence space export (the space's details and "
+            "its page tree: navigation, no text of its own); left out"
+        )
     doc = load_html(text, source, limits, extra_names=CONFLUENCE_NAMES)
     full = " ".join(doc.title.split())
     title = page_title(full)
@@ -63,7 +65,6 @@ def load_confluence(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> 
         if path and path[0] in (full, title):
             path, anchors = path[1:], anchors[1:]
         new_anchors = (TITLE_ANCHOR, *anchors) if anchors or not path else ()
-        sections.append(Section((title, *path), s.paragraphs, anchor=s.anchor or TITLE_ANCHOR,
-                                anchors=new_anchors))
+        sections.append(Section((title, *path), s.paragraphs, anchor=s.anchor or TITLE_ANCHOR, anchors=new_anchors))
     doc.title, doc.sections = title, sections
     return doc

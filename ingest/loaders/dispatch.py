@@ -21,9 +21,17 @@ from ingest.loaders.table import load_csv
 from search.errors import IngestError
 
 FORMATS = {
-    ".md": "markdown", ".markdown": "markdown", ".txt": "text", ".text": "text",
-    ".html": "html", ".htm": "html", ".pdf": "pdf",
-    ".docx": "docx", ".pptx": "pptx", ".odt": "odt", ".csv": "csv",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".text": "text",
+    ".html": "html",
+    ".htm": "html",
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".pptx": "pptx",
+    ".odt": "odt",
+    ".csv": "csv",
 }
 # The office formats: zip packages of XML (ingest/loaders/package.py).
 _OFFICE = {"docx": load_docx, "pptx": load_pptx, "odt": load_odt}

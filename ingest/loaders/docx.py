@@ -34,8 +34,15 @@ class _Styles(Simple):
     """Paragraph styles: each one's name, own outline level and base."""
 
     def __init__(self) -> None:
-        super().__init__({"w:style": self._style, "w:name": self._name, "w:basedOn": self._based_on,
-                          "w:outlineLvl": self._outline_level}, {"w:style": self._style_end})
+        super().__init__(
+            {
+                "w:style": self._style,
+                "w:name": self._name,
+                "w:basedOn": self._based_on,
+                "w:outlineLvl": self._outline_level,
+            },
+            {"w:style": self._style_end},
+        )
         self.name: dict[str, str] = {}
         self.own_level: dict[str, int] = {}
         self.based_on: dict[str, str] = {}
@@ -106,14 +113,26 @@ class _Body:
         blank: Start = lambda _: flow.add(" ")
         skip: Start = lambda _: flow.skip()
         self.starts: dict[str, Start] = {
-            "w:t": self._text_on, "w:p": self._paragraph, "w:pStyle": self._style,
-            "w:outlineLvl": self._outline_level, "w:noBreakHyphen": lambda _: flow.add("-"),
-            "w:tr": lambda _: flow.open_row(), "w:tc": lambda _: flow.open_cell(),
-            "w:sdt": lambda _: self.sdt.append(False), "w:docPartGallery": self._gallery,
-            **dict.fromkeys(self.BLANKS, blank), **dict.fromkeys(self.SKIP, skip)}
+            "w:t": self._text_on,
+            "w:p": self._paragraph,
+            "w:pStyle": self._style,
+            "w:outlineLvl": self._outline_level,
+            "w:noBreakHyphen": lambda _: flow.add("-"),
+            "w:tr": lambda _: flow.open_row(),
+            "w:tc": lambda _: flow.open_cell(),
+            "w:sdt": lambda _: self.sdt.append(False),
+            "w:docPartGallery": self._gallery,
+            **dict.fromkeys(self.BLANKS, blank),
+            **dict.fromkeys(self.SKIP, skip),
+        }
         self.ends: dict[str, End] = {
-            "w:t": self._text_off, "w:p": self._paragraph_end, "w:tc": flow.close_cell, "w:tr": flow.close_row,
-            "w:sdt": self._sdt_end, **dict.fromkeys(self.SKIP, flow.unskip)}
+            "w:t": self._text_off,
+            "w:p": self._paragraph_end,
+            "w:tc": flow.close_cell,
+            "w:tr": flow.close_row,
+            "w:sdt": self._sdt_end,
+            **dict.fromkeys(self.SKIP, flow.unskip),
+        }
 
     def _text_on(self, attrs: dict[str, str]) -> None:
         self.in_text += 1
@@ -173,6 +192,10 @@ def load_docx(data: bytes, source: str, limits: Limits = DEFAULT_LIMITS) -> Load
     outline = Outline()
     body = _Body(styles, Flow(outline, TextBudget(source, limits)))
     package.parse(main, body)
-    title = (package.title(package.related("", "core-properties") or "docProps/core.xml")
-             or body.title or outline.first_heading() or Path(source).stem)
+    title = (
+        package.title(package.related("", "core-properties") or "docProps/core.xml")
+        or body.title
+        or outline.first_heading()
+        or Path(source).stem
+    )
     return LoadedDocument(source, title, "docx", outline.result())

@@ -21,8 +21,9 @@ class TextBudget:
     def add(self, n: int) -> None:
         self.chars += n
         if self.chars > self.limit:
-            raise over(f"{self.source}: text of", f"over {self.limit:,} characters", self.limit,
-                       "CITEBOT_INGEST_MAX_CHARS")
+            raise over(
+                f"{self.source}: text of", f"over {self.limit:,} characters", self.limit, "CITEBOT_INGEST_MAX_CHARS"
+            )
 
 
 class Flow:

@@ -19,12 +19,40 @@ from ingest.loaders.common import Outline
 class _HTMLOutline(HTMLParser):
     """Headings and paragraphs of an HTML page, page furniture left out (ingest/furniture.py)."""
 
-    BLOCKS = frozenset({"p", "li", "pre", "blockquote", "dd", "dt", "tr", "figcaption", "caption",
-                        "div", "section", "article", "td", "th", "br", "table", "ul", "ol", "dl",
-                        "hr", "nav", "header", "footer", "aside", "main", "form"})
+    BLOCKS = frozenset(
+        {
+            "p",
+            "li",
+            "pre",
+            "blockquote",
+            "dd",
+            "dt",
+            "tr",
+            "figcaption",
+            "caption",
+            "div",
+            "section",
+            "article",
+            "td",
+            "th",
+            "br",
+            "table",
+            "ul",
+            "ol",
+            "dl",
+            "hr",
+            "nav",
+            "header",
+            "footer",
+            "aside",
+            "main",
+            "form",
+        }
+    )
     SKIP = frozenset({"script", "style", "noscript", "template", "head"})
-    VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
-                      "param", "source", "track", "wbr"})
+    VOID = frozenset(
+        {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr"}
+    )
     # An open element of these is closed by the next one of the same kind.
     SELF_CLOSING = frozenset({"li", "dt", "dd", "tr", "td", "th", "p", "option"})
     NEVER_FURNITURE = frozenset({"html", "body", "main", "article"})
@@ -32,8 +60,12 @@ class _HTMLOutline(HTMLParser):
     # "<ul><li><div>" + "<span>" * 990 + "<li>x</li>" * 100_000 (1 MB) take 23.7 s.
     SCOPE_SCAN = 128
 
-    def __init__(self, main_only: bool = False, max_depth: int = DEFAULT_LIMITS.max_depth,
-                 extra_names: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        main_only: bool = False,
+        max_depth: int = DEFAULT_LIMITS.max_depth,
+        extra_names: frozenset[str] = frozenset(),
+    ) -> None:
         super().__init__(convert_charrefs=True)
         # Furniture names of one generator only (a Confluence export's), besides the common ones.
         self.furniture_names = furniture.FURNITURE_NAMES | extra_names
@@ -133,7 +165,7 @@ class _HTMLOutline(HTMLParser):
         if tag in self.SELF_CLOSING and self.open_tags.get(tag):
             # <li> closes an open <li> of the same list, <p> an open <p>, and so on; looked
             # for among the nearest SCOPE_SCAN open elements only.
-            for t, *_ in reversed(self.stack[-self.SCOPE_SCAN:]):
+            for t, *_ in reversed(self.stack[-self.SCOPE_SCAN :]):
                 if t == tag:
                     self._pop_to(tag)
                     break
@@ -148,8 +180,12 @@ class _HTMLOutline(HTMLParser):
         if self._silent:
             if not was_silent and tag in self.BLOCKS:
                 self._flush()  # furniture starts here: what was read before is a paragraph
-            if (tag in ("h1", "h2") and self.muted and self.furniture_heading is None
-                    and (not self.main_only or self.main)):
+            if (
+                tag in ("h1", "h2")
+                and self.muted
+                and self.furniture_heading is None
+                and (not self.main_only or self.main)
+            ):
                 # Still a heading: sqlite.org wraps its page titles (h2) in its furniture
                 # marker, while sidebars title their boxes at level 3 and below (Sphinx).
                 self._flush()
@@ -224,7 +260,7 @@ class _HTMLOutline(HTMLParser):
             outer = self.lists.pop()
             if not self.lists and outer[2] and outer[3] and outer[0] == len(self.outline.sections):
                 # Every item only links within the page: a table of contents.
-                del self.outline.sections[-1].paragraphs[outer[1]:]
+                del self.outline.sections[-1].paragraphs[outer[1] :]
         elif tag in self.BLOCKS:
             self._flush()
 
@@ -250,8 +286,7 @@ class _HTMLOutline(HTMLParser):
         self.heading_level = int(tag[1])
         self.heading_buf = []
         recent = [i for i, count in self.ids if count == self.outline.paragraph_count]
-        self.heading_ids = {k: v for k, v in (("own", attrs.get("id")),
-                                              ("outer", recent[-1] if recent else None)) if v}
+        self.heading_ids = {k: v for k, v in (("own", attrs.get("id")), ("outer", recent[-1] if recent else None)) if v}
         self.ids.clear()
 
     def address(self) -> str | None:
@@ -318,8 +353,11 @@ class _HTMLOutline(HTMLParser):
         lead = tail[: len(tail) - len(tail.lstrip(" \t\n»›>→/"))]
         if furniture.BREADCRUMB_SEPARATOR.search(lead) and len(tail.split()) <= 8:
             between = between[: len(between) - len(tail)] + lead
-        return runs >= 2 and bool(furniture.SEPARATORS.match(between)) and bool(
-            furniture.BREADCRUMB_SEPARATOR.search(between))
+        return (
+            runs >= 2
+            and bool(furniture.SEPARATORS.match(between))
+            and bool(furniture.BREADCRUMB_SEPARATOR.search(between))
+        )
 
 
 _MAIN_LANDMARK = re.compile(r"<main[\s>]|\brole\s*=\s*[\"']?main\b", re.IGNORECASE)
@@ -330,26 +368,27 @@ class _TooDeep(Exception):
         self.depth = depth
 
 
-def _parse_html(text: str, source: str, main_only: bool, limits: Limits,
-                extra_names: frozenset[str] = frozenset()) -> _HTMLOutline:
+def _parse_html(
+    text: str, source: str, main_only: bool, limits: Limits, extra_names: frozenset[str] = frozenset()
+) -> _HTMLOutline:
     parser = _HTMLOutline(main_only=main_only, max_depth=limits.max_depth, extra_names=extra_names)
     try:
         parser.feed(text)
         parser.close()
     except _TooDeep as exc:
-        raise over(f"{source}: HTML nested", f"{exc.depth:,} elements deep", limits.max_depth,
-                   "CITEBOT_INGEST_MAX_DEPTH") from None
+        raise over(
+            f"{source}: HTML nested", f"{exc.depth:,} elements deep", limits.max_depth, "CITEBOT_INGEST_MAX_DEPTH"
+        ) from None
     return parser
 
 
-def load_html(text: str, source: str, limits: Limits = DEFAULT_LIMITS,
-              extra_names: frozenset[str] = frozenset()) -> LoadedDocument:
+def load_html(
+    text: str, source: str, limits: Limits = DEFAULT_LIMITS, extra_names: frozenset[str] = frozenset()
+) -> LoadedDocument:
     """An HTML page as sections; with a main landmark, only what is inside it. `extra_names`:
     class and id names that are furniture in this page's generator only."""
     parser = _parse_html(text, source, bool(_MAIN_LANDMARK.search(text)), limits, extra_names)
     if parser.main_only and not parser.outline.result():  # an empty main: read the whole page
         parser = _parse_html(text, source, False, limits, extra_names)
     title = " ".join("".join(parser.title).split()) or parser.outline.first_heading()
-    return LoadedDocument(source, title or Path(source).stem, "html", parser.outline.result(),
-                          url=parser.address())
-
+    return LoadedDocument(source, title or Path(source).stem, "html", parser.outline.result(), url=parser.address())

@@ -56,7 +56,7 @@ def load_markdown(text: str, source: str, *, atx: bool = True, fmt: str = "markd
         h = _ATX_OPEN.match(line) if atx else None
         if h:
             flush()
-            outline.heading(len(h.group(1)), line[h.end():].strip(" \t").rstrip(" \t#"))
+            outline.heading(len(h.group(1)), line[h.end() :].strip(" \t").rstrip(" \t#"))
             continue
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
         if line.strip() and not para and _SETEXT.match(nxt) and not _SETEXT.match(line):
@@ -87,7 +87,7 @@ def front_matter_url(lines: list[str]) -> str | None:
         m = _URL_KEY.match(line)
         if not m:
             continue
-        value = line[m.end():].strip(" \t")
+        value = line[m.end() :].strip(" \t")
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
             return value[1:-1]
         comment = _COMMENT_START.search(value)  # a YAML comment after the value

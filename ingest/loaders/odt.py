@@ -25,10 +25,23 @@ class _Content:
     """content.xml's paragraphs, headings and tables, into a Flow."""
 
     SKIP = (
-        "text:tracked-changes", "office:annotation", "text:note-citation", "svg:title", "svg:desc",
-        "text:table-of-content", "text:illustration-index", "text:table-index", "text:object-index",
-        "text:user-index", "text:alphabetical-index", "text:bibliography", "office:forms",
-        "office:automatic-styles", "office:font-face-decls", "office:scripts")
+        "text:tracked-changes",
+        "office:annotation",
+        "text:note-citation",
+        "svg:title",
+        "svg:desc",
+        "text:table-of-content",
+        "text:illustration-index",
+        "text:table-index",
+        "text:object-index",
+        "text:user-index",
+        "text:alphabetical-index",
+        "text:bibliography",
+        "office:forms",
+        "office:automatic-styles",
+        "office:font-face-decls",
+        "office:scripts",
+    )
     CELLS = ("table:table-cell", "table:covered-table-cell")
     # Spaces, a tab, a line break: one blank once white space is collapsed.
     BLANKS = ("text:s", "text:tab", "text:line-break")
@@ -39,12 +52,20 @@ class _Content:
         blank: Start = lambda _: flow.add(" ")
         skip: Start = lambda _: flow.skip()
         self.starts: dict[str, Start] = {
-            "text:p": self._paragraph, "text:h": self._heading, "table:table-row": lambda _: flow.open_row(),
-            **dict.fromkeys(self.CELLS, lambda _: flow.open_cell()), **dict.fromkeys(self.BLANKS, blank),
-            **dict.fromkeys(self.SKIP, skip)}
+            "text:p": self._paragraph,
+            "text:h": self._heading,
+            "table:table-row": lambda _: flow.open_row(),
+            **dict.fromkeys(self.CELLS, lambda _: flow.open_cell()),
+            **dict.fromkeys(self.BLANKS, blank),
+            **dict.fromkeys(self.SKIP, skip),
+        }
         self.ends: dict[str, End] = {
-            "text:p": self._paragraph_end, "text:h": self._paragraph_end, "table:table-row": flow.close_row,
-            **dict.fromkeys(self.CELLS, flow.close_cell), **dict.fromkeys(self.SKIP, flow.unskip)}
+            "text:p": self._paragraph_end,
+            "text:h": self._paragraph_end,
+            "table:table-row": flow.close_row,
+            **dict.fromkeys(self.CELLS, flow.close_cell),
+            **dict.fromkeys(self.SKIP, flow.unskip),
+        }
         self.text = flow.add
 
     def _paragraph(self, attrs: dict[str, str]) -> None:
@@ -70,8 +91,9 @@ def load_odt(data: bytes, source: str, limits: Limits = DEFAULT_LIMITS) -> Loade
     if package.has("mimetype"):
         mimetype = package.read("mimetype").strip()
         if mimetype != MIMETYPE:
-            raise IngestError(f"{source}: not an OpenDocument text (its mimetype is "
-                              f"{mimetype.decode('ascii', 'replace')[:80]!r})")
+            raise IngestError(
+                f"{source}: not an OpenDocument text (its mimetype is {mimetype.decode('ascii', 'replace')[:80]!r})"
+            )
     outline = Outline()
     content = _Content(Flow(outline, TextBudget(source, limits)))
     package.parse("content.xml", content)

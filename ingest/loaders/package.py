@@ -58,8 +58,17 @@ _END_RECORD = b"PK\x05\x06"
 _OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 # What zipfile raises on a damaged zip (a mangled header: a negative seek, an unknown
 # version or flag, a name not in its declared encoding, a bad CRC), besides BadZipFile.
-_DAMAGED = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, ValueError,
-            NotImplementedError, RuntimeError, struct.error)
+_DAMAGED = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    ValueError,
+    NotImplementedError,
+    RuntimeError,
+    struct.error,
+)
 
 
 Start = Callable[[dict[str, str]], None]
@@ -109,22 +118,26 @@ class Package:
     def __init__(self, data: bytes, source: str, kind: str, suffix: str, limits: Limits) -> None:
         self.source, self.kind, self.limits = source, kind, limits
         if data.startswith(_OLE2):
-            raise IngestError(f"{source}: an OLE2 file, not a {kind}: password-protected, or a legacy "
-                              f"binary file renamed {suffix}; save it without a password as {suffix}")
+            raise IngestError(
+                f"{source}: an OLE2 file, not a {kind}: password-protected, or a legacy "
+                f"binary file renamed {suffix}; save it without a password as {suffix}"
+            )
         if not data.startswith(b"PK\x03\x04"):
             raise IngestError(f"{source}: not a {kind} (no zip header)")
         declared = _declared_members(data)
         if declared is not None and declared > limits.max_zip_members:
-            raise over(f"{source}: zip of", f"{declared:,} members", limits.max_zip_members,
-                       "CITEBOT_INGEST_MAX_ZIP_MEMBERS")
+            raise over(
+                f"{source}: zip of", f"{declared:,} members", limits.max_zip_members, "CITEBOT_INGEST_MAX_ZIP_MEMBERS"
+            )
         try:
             self.zip = zipfile.ZipFile(io.BytesIO(data))
             infos = self.zip.infolist()
         except _DAMAGED as exc:
             raise IngestError(f"{source}: unreadable {kind} (a damaged zip: {exc})") from exc
         if len(infos) > limits.max_zip_members:
-            raise over(f"{source}: zip of", f"{len(infos):,} members", limits.max_zip_members,
-                       "CITEBOT_INGEST_MAX_ZIP_MEMBERS")
+            raise over(
+                f"{source}: zip of", f"{len(infos):,} members", limits.max_zip_members, "CITEBOT_INGEST_MAX_ZIP_MEMBERS"
+            )
         self.members = {i.filename: i for i in infos}
         self.budget = InflationBudget(source, f"{kind} parts", limits)
         self.elements = 0
@@ -149,13 +162,19 @@ class Package:
         if info.flag_bits & 0x1:
             raise IngestError(f"{self.source}: {name} is encrypted; save the file without a password")
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            raise IngestError(f"{self.source}: {name} is compressed by method {info.compress_type}, "
-                              "not deflate, which office suites write")
+            raise IngestError(
+                f"{self.source}: {name} is compressed by method {info.compress_type}, "
+                "not deflate, which office suites write"
+            )
         # zipfile inflates a member to its declared size and no further (past it, a CRC or
         # length error): the declared sizes are charged before any byte is inflated.
         if info.file_size > self.limits.max_inflated_bytes:
-            raise over(f"{self.source}: {name} inflates to", f"{info.file_size:,} bytes (a zip bomb?)",
-                       self.limits.max_inflated_bytes, "CITEBOT_INGEST_MAX_INFLATED_BYTES")
+            raise over(
+                f"{self.source}: {name} inflates to",
+                f"{info.file_size:,} bytes (a zip bomb?)",
+                self.limits.max_inflated_bytes,
+                "CITEBOT_INGEST_MAX_INFLATED_BYTES",
+            )
         if charge:
             self.budget.charge(info.file_size, name)
         return self.zip.open(info)
@@ -202,9 +221,12 @@ class Package:
             raise _Refused(error)
 
         def doctype(*_: object) -> None:
-            refuse(IngestError(f"{source}: {name} has a DOCTYPE, which office suites never write "
-                               "(its entities could expand without bound); refused"))
-
+            refuse(
+                IngestError(
+                    f"{source}: {name} has a DOCTYPE, which office suites never write "
+                    "(its entities could expand without bound); refused"
+                )
+            )
 
         def callbacks(raw: str) -> tuple[Start | None, End | None]:
             tag = names(raw)
@@ -215,8 +237,9 @@ class Package:
             nonlocal depth
             depth += 1
             if depth > max_depth:
-                refuse(over(f"{source}: {name} nested", f"{depth:,} elements deep", max_depth,
-                            "CITEBOT_INGEST_MAX_DEPTH"))
+                refuse(
+                    over(f"{source}: {name} nested", f"{depth:,} elements deep", max_depth, "CITEBOT_INGEST_MAX_DEPTH")
+                )
             on_start = (seen.get(raw) or callbacks(raw))[0]
             if on_start is not None:
                 on_start({names(k): v for k, v in attrs.items()} if attrs else {})
@@ -237,8 +260,12 @@ class Package:
             # The element count first: a flood of empty elements would cost seconds to parse.
             self.elements += self._count_elements(name, limits.max_xml_elements - self.elements)
             if self.elements > limits.max_xml_elements:
-                raise over(f"{source}: XML of", f"over {limits.max_xml_elements:,} elements by {name} (start "
-                           "tags, counted before parsing)", limits.max_xml_elements, "CITEBOT_INGEST_MAX_XML_ELEMENTS")
+                raise over(
+                    f"{source}: XML of",
+                    f"over {limits.max_xml_elements:,} elements by {name} (start tags, counted before parsing)",
+                    limits.max_xml_elements,
+                    "CITEBOT_INGEST_MAX_XML_ELEMENTS",
+                )
             with self._open(name, charge=False) as f:  # charged by the count
                 while piece := f.read(_PIECE):
                     parser.Parse(piece, False)
@@ -265,8 +292,9 @@ class Package:
         def relationship(attrs: dict[str, str]) -> None:
             if attrs.get("TargetMode") != "External":
                 target = attrs.get("Target", "")
-                resolved = posixpath.normpath(target.lstrip("/") if target.startswith("/")
-                                              else posixpath.join(folder, target))
+                resolved = posixpath.normpath(
+                    target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target)
+                )
                 found.append((attrs.get("Id", ""), attrs.get("Type", "").rsplit("/", 1)[-1], resolved))
 
         self.parse(rels, Simple({"rel:Relationship": relationship}))

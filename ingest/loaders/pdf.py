@@ -39,6 +39,7 @@ def _is_page_number(line: str, label: str) -> bool:
     By str methods: `[-–—\\s]*LABEL[-–—\\s]*` as a regex was quadratic in a run of dashes
     when the label itself begins with one.
     """
+
     def padding(c: str) -> bool:
         return c in _PAGE_NUMBER_PADDING or c.isspace()
 
@@ -52,8 +53,7 @@ def _is_page_number(line: str, label: str) -> bool:
         tail -= 1
     # The label starts within the leading padding and ends within the trailing padding:
     # at most min(head, len(label)) + 1 places to compare.
-    return any(line.startswith(label, i) for i in range(max(0, tail - len(label)), head + 1)
-               if i + len(label) >= tail)
+    return any(line.startswith(label, i) for i in range(max(0, tail - len(label)), head + 1) if i + len(label) >= tail)
 
 
 def load_pdf(data: bytes, source: str, limits: Limits = DEFAULT_LIMITS) -> LoadedDocument:
@@ -66,14 +66,19 @@ def load_pdf(data: bytes, source: str, limits: Limits = DEFAULT_LIMITS) -> Loade
     inflated = limits.max_inflated_bytes
     try:
         # A stream that inflates past the limit (a decompression bomb) stops pypdf there.
-        with apply_configuration(zlib_maximum_output_length=inflated, lzw_maximum_output_length=inflated,
-                                 run_length_maximum_output_length=inflated,
-                                 jbig2_maximum_output_length=inflated, brotli_maximum_output_length=inflated,
-                                 array_based_stream_maximum_output_length=inflated):
+        with apply_configuration(
+            zlib_maximum_output_length=inflated,
+            lzw_maximum_output_length=inflated,
+            run_length_maximum_output_length=inflated,
+            jbig2_maximum_output_length=inflated,
+            brotli_maximum_output_length=inflated,
+            array_based_stream_maximum_output_length=inflated,
+        ):
             reader = PdfReader(io.BytesIO(data))
             if len(reader.pages) > limits.max_pages:
-                raise over(f"{source}: PDF of", f"{len(reader.pages):,} pages", limits.max_pages,
-                           "CITEBOT_INGEST_MAX_PAGES")
+                raise over(
+                    f"{source}: PDF of", f"{len(reader.pages):,} pages", limits.max_pages, "CITEBOT_INGEST_MAX_PAGES"
+                )
             charge_pages(reader.pages, source, limits)  # the per-file budget, before any parsing
             labels = list(reader.page_labels)
             texts: list[tuple[str, str]] = []
@@ -82,13 +87,19 @@ def load_pdf(data: bytes, source: str, limits: Limits = DEFAULT_LIMITS) -> Loade
                 text = page.extract_text(extraction_mode="layout") or ""
                 chars += len(text)
                 if chars > limits.max_chars:
-                    raise over(f"{source}: PDF text of", f"over {chars:,} characters by page {i + 1}",
-                               limits.max_chars, "CITEBOT_INGEST_MAX_CHARS")
+                    raise over(
+                        f"{source}: PDF text of",
+                        f"over {chars:,} characters by page {i + 1}",
+                        limits.max_chars,
+                        "CITEBOT_INGEST_MAX_CHARS",
+                    )
                 texts.append((labels[i] if i < len(labels) else str(i + 1), text))
     except LimitReachedError as exc:
-        raise IngestError(f"{source}: PDF stream inflates past {inflated:,} bytes, a decompression "
-                          f"bomb or a huge image (raise the limit with CITEBOT_INGEST_MAX_INFLATED_BYTES; "
-                          f"pypdf: {exc})") from exc
+        raise IngestError(
+            f"{source}: PDF stream inflates past {inflated:,} bytes, a decompression "
+            f"bomb or a huge image (raise the limit with CITEBOT_INGEST_MAX_INFLATED_BYTES; "
+            f"pypdf: {exc})"
+        ) from exc
     except (PyPdfError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise IngestError(f"{source}: unreadable PDF ({exc})") from exc
     outline = Outline()

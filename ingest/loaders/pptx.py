@@ -25,8 +25,7 @@ from search.errors import IngestError
 
 _TITLES = frozenset({"title", "ctrTitle"})
 _FURNITURE = frozenset({"sldNum", "dt", "ftr", "hdr", "sldImg"})
-_SHAPES = frozenset({"p:sp", "p:grpSp", "p:graphicFrame", "p:cxnSp", "p:pic", "p:contentPart",
-                     "mc:AlternateContent"})
+_SHAPES = frozenset({"p:sp", "p:grpSp", "p:graphicFrame", "p:cxnSp", "p:pic", "p:contentPart", "mc:AlternateContent"})
 
 
 @dataclass
@@ -51,13 +50,26 @@ class _Slide:
         self.flow: Flow | None = None
         self.in_text = 0
         self.starts: dict[str, Start] = {
-            "p:spTree": self._tree, "a:t": self._text_on, "a:p": self._paragraph, "a:br": self._blank,
-            "a:tr": self._row, "a:tc": self._cell, "p:ph": self._placeholder, "a:off": self._offset,
-            "mc:Fallback": self._skip, **dict.fromkeys(_SHAPES, self._shape)}
+            "p:spTree": self._tree,
+            "a:t": self._text_on,
+            "a:p": self._paragraph,
+            "a:br": self._blank,
+            "a:tr": self._row,
+            "a:tc": self._cell,
+            "p:ph": self._placeholder,
+            "a:off": self._offset,
+            "mc:Fallback": self._skip,
+            **dict.fromkeys(_SHAPES, self._shape),
+        }
         self.ends: dict[str, End] = {
-            "p:spTree": self._tree_end, "a:t": self._text_off, "a:p": self._paragraph_end,
-            "a:tc": self._cell_end, "a:tr": self._row_end, "mc:Fallback": self._unskip,
-            **dict.fromkeys(_SHAPES, self._shape_end)}
+            "p:spTree": self._tree_end,
+            "a:t": self._text_off,
+            "a:p": self._paragraph_end,
+            "a:tc": self._cell_end,
+            "a:tr": self._row_end,
+            "mc:Fallback": self._unskip,
+            **dict.fromkeys(_SHAPES, self._shape_end),
+        }
 
     def _tree(self, attrs: dict[str, str]) -> None:
         self.in_tree += 1
@@ -186,6 +198,7 @@ def load_pptx(data: bytes, source: str, limits: Limits = DEFAULT_LIMITS) -> Load
             package.parse(notes_part, notes)
             for text in notes.notes():
                 outline.paragraph(text)
-    title = (package.title(package.related("", "core-properties") or "docProps/core.xml")
-             or first_title or Path(source).stem)
+    title = (
+        package.title(package.related("", "core-properties") or "docProps/core.xml") or first_title or Path(source).stem
+    )
     return LoadedDocument(source, title, "pptx", outline.result())

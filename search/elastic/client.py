@@ -42,9 +42,7 @@ def connect(
 ) -> Elasticsearch:
     """A client for one cluster; nothing is sent until the first request."""
     if (username is None) != (password is None):
-        raise StoreError(
-            "CITEBOT_ES_USERNAME and CITEBOT_ES_PASSWORD go together: set both or neither"
-        )
+        raise StoreError("CITEBOT_ES_USERNAME and CITEBOT_ES_PASSWORD go together: set both or neither")
     options: dict[str, Any] = {
         "request_timeout": timeout_s,
         "max_retries": REQUEST_MAX_RETRIES,
@@ -60,8 +58,9 @@ def connect(
     try:
         return Elasticsearch(url, **options)
     except ValueError as exc:  # a malformed URL; its text quotes the URL, password and all
-        raise ConfigError(f"bad setting: CITEBOT_ES_URL: cannot use {redact_url(url)!r}: "
-                          f"{scrub(str(exc), url)}") from None
+        raise ConfigError(
+            f"bad setting: CITEBOT_ES_URL: cannot use {redact_url(url)!r}: {scrub(str(exc), url)}"
+        ) from None
 
 
 class ElasticClient:
@@ -95,8 +94,7 @@ class ElasticClient:
             ) from exc
         except ApiError as exc:
             raise error(
-                f"Elasticsearch at {self.url} answered {exc.meta.status} while {doing}: "
-                f"{_reason(exc)}"
+                f"Elasticsearch at {self.url} answered {exc.meta.status} while {doing}: {_reason(exc)}"
             ) from exc
         except TlsError as exc:
             raise error(
@@ -105,9 +103,7 @@ class ElasticClient:
             ) from exc
         except TransportError as exc:
             hint = "start it, or point CITEBOT_ES_URL at a running cluster"
-            raise error(
-                f"Elasticsearch at {self.url} is unreachable while {doing} ({exc}); {hint}"
-            ) from exc
+            raise error(f"Elasticsearch at {self.url} is unreachable while {doing} ({exc}); {hint}") from exc
 
     # -- the index behind the alias --------------------------------------------------------
     def _current_index(self, error: type[CitebotError] = StoreError) -> str | None:
@@ -130,10 +126,8 @@ class ElasticClient:
             mapping = self.es.indices.get_mapping(index=index).body
         return mapping[index]["mappings"].get("_meta", {}).get("citebot", {})
 
-
     # -- reads ----------------------------------------------------------------------------
-    def _search(self, doing: str, error: type[CitebotError] = SearchBackendError,
-                **body: Any) -> dict[str, Any]:
+    def _search(self, doing: str, error: type[CitebotError] = SearchBackendError, **body: Any) -> dict[str, Any]:
         with self._calls(doing, error):
             try:
                 return self.es.search(index=self.alias, **body).body
@@ -143,8 +137,13 @@ class ElasticClient:
                 raise
 
     def _scan(
-        self, query: dict[str, Any], source: list[str] | bool, *, index: str | None = None,
-        vectors: bool = False, sort: list[Any] | None = None,
+        self,
+        query: dict[str, Any],
+        source: list[str] | bool,
+        *,
+        index: str | None = None,
+        vectors: bool = False,
+        sort: list[Any] | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Every hit of a query, in pages, under one point in time."""
         target = index or self.alias
@@ -163,8 +162,12 @@ class ElasticClient:
             while True:
                 with self._calls(f"reading {target}"):
                     page = self.es.search(
-                        pit={"id": pit, "keep_alive": "2m"}, query=query, size=PAGE_SIZE,
-                        sort=sort or ["_shard_doc"], source=src, search_after=after,
+                        pit={"id": pit, "keep_alive": "2m"},
+                        query=query,
+                        size=PAGE_SIZE,
+                        sort=sort or ["_shard_doc"],
+                        source=src,
+                        search_after=after,
                     ).body
                 hits = page["hits"]["hits"]
                 yield from hits

@@ -130,7 +130,8 @@ class ElasticLifecycle(ElasticClient):
             name = f"{self.alias}-v{_index_version()}"
             with self._calls(f"creating the index {name}"):
                 self.es.indices.create(
-                    index=name, settings={**INDEX_SETTINGS, "number_of_shards": self.shards},
+                    index=name,
+                    settings={**INDEX_SETTINGS, "number_of_shards": self.shards},
                     mappings=mapping_for(stamp, "building"),
                 )
             self._base = self._current_index()
@@ -144,9 +145,7 @@ class ElasticLifecycle(ElasticClient):
             for hit in self._scan({"term": {"kind": "document"}}, ["source", "content_hash"])
         }
 
-    def replace_document(
-        self, doc: DocumentRecord, chunks: Sequence[Chunk], windows: Sequence[Window]
-    ) -> None:
+    def replace_document(self, doc: DocumentRecord, chunks: Sequence[Chunk], windows: Sequence[Window]) -> None:
         stamp = self._writing_stamp()
         stamp.check_widths(windows)
         known = {c.chunk_id for c in chunks}
@@ -161,8 +160,7 @@ class ElasticLifecycle(ElasticClient):
         kept = self._changed_at_of(doc.source)
         now = datetime.now(UTC).isoformat()
         actions = [_document_action(index, doc)] + [
-            _chunk_action(index, c, by_chunk.get(c.chunk_id, []), kept.get(text_hash(c.text), now))
-            for c in chunks
+            _chunk_action(index, c, by_chunk.get(c.chunk_id, []), kept.get(text_hash(c.text), now)) for c in chunks
         ]
         if self._writer is None:
             self._writer = _BulkWriter(self._bulk)
@@ -177,8 +175,10 @@ class ElasticLifecycle(ElasticClient):
             return {}
         query = {"bool": {"filter": [{"term": {"kind": "chunk"}}, {"term": {"source": source}}]}}
         fields = ["chunk_id", "source", "text_hash", "changed_at", "text"]
-        return {v.text_hash: v.changed_at
-                for v in map(_version, (h["_source"] for h in self._scan(query, fields, index=self._base)))}
+        return {
+            v.text_hash: v.changed_at
+            for v in map(_version, (h["_source"] for h in self._scan(query, fields, index=self._base)))
+        }
 
     def delete_documents(self, sources: Iterable[str]) -> None:
         sources = list(sources)
@@ -209,9 +209,14 @@ class ElasticLifecycle(ElasticClient):
         with self._calls(doing):
             for ok, _ in streaming_bulk(
                 # An ingest's bulk writes may wait out a slow node and ask again (a turn may not).
-                self.es.options(retry_on_timeout=True), actions, chunk_size=BULK_CHUNK_DOCS, max_chunk_bytes=BULK_MAX_BYTES,
-                max_retries=BULK_MAX_RETRIES, initial_backoff=BULK_INITIAL_BACKOFF_S,
-                max_backoff=BULK_MAX_BACKOFF_S, raise_on_error=True,
+                self.es.options(retry_on_timeout=True),
+                actions,
+                chunk_size=BULK_CHUNK_DOCS,
+                max_chunk_bytes=BULK_MAX_BYTES,
+                max_retries=BULK_MAX_RETRIES,
+                initial_backoff=BULK_INITIAL_BACKOFF_S,
+                max_backoff=BULK_MAX_BACKOFF_S,
+                raise_on_error=True,
             ):
                 done += ok
         return done
@@ -263,14 +268,21 @@ class ElasticLifecycle(ElasticClient):
                 most = max(self._segments_per_shard(index))
                 if most <= 1:
                     break
-                merging = self.es.indices.stats(index=index, metric="merge").body[
-                    "indices"][index]["primaries"]["merges"]["current"]
+                merging = self.es.indices.stats(index=index, metric="merge").body["indices"][index]["primaries"][
+                    "merges"
+                ]["current"]
                 idle = idle + 1 if merging == 0 else 0
                 if idle >= MERGE_IDLE_POLLS or time.perf_counter() - started > MERGE_TIMEOUT_S:
-                    log.warning("elasticsearch_merge_unfinished", extra={
-                        "index": index, "segments": most, "waited_s": round(time.perf_counter() - started, 1),
-                        "detail": "the index is complete and searchable; queries pay per segment "
-                                  "until Elasticsearch merges it"})
+                    log.warning(
+                        "elasticsearch_merge_unfinished",
+                        extra={
+                            "index": index,
+                            "segments": most,
+                            "waited_s": round(time.perf_counter() - started, 1),
+                            "detail": "the index is complete and searchable; queries pay per segment "
+                            "until Elasticsearch merges it",
+                        },
+                    )
                     return
                 time.sleep(pause)
                 pause = min(MERGE_POLL_S, pause * 2)  # a small index is merged in milliseconds
@@ -279,8 +291,7 @@ class ElasticLifecycle(ElasticClient):
     def _segments_per_shard(self, index: str) -> list[int]:
         """Segments of each primary shard of the index (searchable or committed)."""
         shards = self.es.indices.segments(index=index).body["indices"][index]["shards"]
-        return [len(next(c for c in copies if c["routing"]["primary"])["segments"])
-                for copies in shards.values()]
+        return [len(next(c for c in copies if c["routing"]["primary"])["segments"]) for copies in shards.values()]
 
     def _copy_actions(self, source: str, target: str, skip: set[str]) -> Iterator[dict[str, Any]]:
         upgrade = self._citebot_meta(source).get("format") != INDEX_FORMAT
@@ -295,8 +306,9 @@ class ElasticLifecycle(ElasticClient):
     def _drop_old_indices(self, keep: str) -> None:
         """Delete superseded indices; a build younger than STALE_BUILD_S may still be running."""
         with self._calls(f"listing the indices of {self.alias}"):
-            found = self.es.indices.get(index=f"{self.alias}-v*", allow_no_indices=True,
-                                        expand_wildcards="open,closed").body
+            found = self.es.indices.get(
+                index=f"{self.alias}-v*", allow_no_indices=True, expand_wildcards="open,closed"
+            ).body
         now_ms = time.time() * 1000
         for name, info in found.items():
             if name == keep or not self._versioned.fullmatch(name) or info.get("aliases"):

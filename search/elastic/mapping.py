@@ -79,8 +79,20 @@ INDEX_OPTIONS: dict[str, Any] = {"type": "hnsw", "m": 16, "ef_construction": 100
 MAX_TOKEN_CHARS = 255
 
 _CHUNK_FIELDS = [
-    "chunk_id", "doc_id", "source", "heading_path", "page", "ordinal", "text", "tokens",
-    "overlap_prev", "overlap_next", "superseded", "url", "anchor", "sections",
+    "chunk_id",
+    "doc_id",
+    "source",
+    "heading_path",
+    "page",
+    "ordinal",
+    "text",
+    "tokens",
+    "overlap_prev",
+    "overlap_next",
+    "superseded",
+    "url",
+    "anchor",
+    "sections",
 ]
 
 
@@ -92,76 +104,108 @@ def mapping_for(stamp: ModelStamp, state: str) -> dict[str, Any]:
     words_field = {"type": "text", "analyzer": "whitespace", "index_options": "positions"}
     return {
         "dynamic": "strict",
-        "_meta": {
-            "citebot": {
-                "format": INDEX_FORMAT, "state": state,
-                "model": stamp.as_dict(),
-            }
-        },
+        "_meta": {"citebot": {"format": INDEX_FORMAT, "state": state, "model": stamp.as_dict()}},
         "properties": {
             "kind": kw,  # "chunk" or "document"
-            "doc_id": kw, "source": kw, "chunk_id": kw,
+            "doc_id": kw,
+            "source": kw,
+            "chunk_id": kw,
             "ordinal": {"type": "integer"},
-            "heading_path": stored, "page": stored,
+            "heading_path": stored,
+            "page": stored,
             "text": {"type": "text", "index": False},
-            "tokens": number, "overlap_prev": number, "overlap_next": number,
+            "tokens": number,
+            "overlap_prev": number,
+            "overlap_next": number,
             "superseded": {"type": "boolean", "index": False},
-            "url": stored, "anchor": stored, "text_hash": stored, "changed_at": stored,
+            "url": stored,
+            "anchor": stored,
+            "text_hash": stored,
+            "changed_at": stored,
             "sections": {"type": "object", "enabled": False},
-            "words": words_field, "heading": words_field,
-            "stems": words_field, "heading_stems": words_field,
+            "words": words_field,
+            "heading": words_field,
+            "stems": words_field,
+            "heading_stems": words_field,
             "vocab": {"type": "keyword", "ignore_above": MAX_TOKEN_CHARS},
             "windows": {
                 "type": "nested",
                 "properties": {
-                    "index": number, "start": number, "end": number,
+                    "index": number,
+                    "start": number,
+                    "end": number,
                     "vector": {
-                        "type": "dense_vector", "dims": stamp.dims, "similarity": "cosine",
+                        "type": "dense_vector",
+                        "dims": stamp.dims,
+                        "similarity": "cosine",
                         "index_options": INDEX_OPTIONS,
                     },
                 },
             },
-            "content_hash": stored, "title": stored, "format": stored,
+            "content_hash": stored,
+            "title": stored,
+            "format": stored,
         },
     }
 
 
 def _document_action(index: str, doc: DocumentRecord) -> dict[str, Any]:
     return {
-        "_op_type": "index", "_index": index, "_id": f"document:{doc.doc_id}",
+        "_op_type": "index",
+        "_index": index,
+        "_id": f"document:{doc.doc_id}",
         "_source": {
-            "kind": "document", "doc_id": doc.doc_id, "source": doc.source,
-            "content_hash": doc.content_hash, "title": doc.title, "format": doc.format,
+            "kind": "document",
+            "doc_id": doc.doc_id,
+            "source": doc.source,
+            "content_hash": doc.content_hash,
+            "title": doc.title,
+            "format": doc.format,
         },
     }
 
 
 def _stems_of(text_words: Sequence[str], heading_words: Sequence[str]) -> dict[str, str]:
     """A chunk's stemmed fields, from its words (the same tokens the embedded store stems)."""
-    return {"stems": " ".join(map(stem, text_words)),
-            "heading_stems": " ".join(map(stem, heading_words))}
+    return {"stems": " ".join(map(stem, text_words)), "heading_stems": " ".join(map(stem, heading_words))}
 
 
-def _chunk_action(index: str, c: Chunk, windows: Sequence[Window],
-                  changed_at: str | None = None) -> dict[str, Any]:
+def _chunk_action(index: str, c: Chunk, windows: Sequence[Window], changed_at: str | None = None) -> dict[str, Any]:
     text_words = words(c.text)
     heading_words = words(c.heading_text())
     return {
-        "_op_type": "index", "_index": index, "_id": c.chunk_id,
+        "_op_type": "index",
+        "_index": index,
+        "_id": c.chunk_id,
         "_source": {
-            "kind": "chunk", "chunk_id": c.chunk_id, "doc_id": c.doc_id, "source": c.source,
-            "ordinal": c.ordinal, "heading_path": list(c.heading_path), "page": c.page,
-            "text": c.text, "tokens": c.tokens, "overlap_prev": c.overlap_prev,
-            "overlap_next": c.overlap_next, "superseded": c.superseded,
-            "url": c.url, "anchor": c.anchor,
-            "text_hash": text_hash(c.text), "changed_at": changed_at,
+            "kind": "chunk",
+            "chunk_id": c.chunk_id,
+            "doc_id": c.doc_id,
+            "source": c.source,
+            "ordinal": c.ordinal,
+            "heading_path": list(c.heading_path),
+            "page": c.page,
+            "text": c.text,
+            "tokens": c.tokens,
+            "overlap_prev": c.overlap_prev,
+            "overlap_next": c.overlap_next,
+            "superseded": c.superseded,
+            "url": c.url,
+            "anchor": c.anchor,
+            "text_hash": text_hash(c.text),
+            "changed_at": changed_at,
             **({"sections": data} if (data := sections_as_data(c.sections)) else {}),
-            "words": " ".join(text_words), "heading": " ".join(heading_words),
+            "words": " ".join(text_words),
+            "heading": " ".join(heading_words),
             **_stems_of(text_words, heading_words),
             "vocab": sorted(set(text_words) | set(heading_words)),
             "windows": [
-                {"index": w.index, "start": w.start, "end": w.end,
-                 "vector": np.asarray(w.vector, dtype=np.float32).tolist()}
+                {
+                    "index": w.index,
+                    "start": w.start,
+                    "end": w.end,
+                    "vector": np.asarray(w.vector, dtype=np.float32).tolist(),
+                }
                 for w in sorted(windows, key=lambda w: w.index)
             ],
         },
@@ -170,16 +214,25 @@ def _chunk_action(index: str, c: Chunk, windows: Sequence[Window],
 
 def _chunk(src: dict[str, Any]) -> Chunk:
     return Chunk(
-        chunk_id=src["chunk_id"], doc_id=src["doc_id"], source=src["source"],
-        heading_path=tuple(src.get("heading_path") or ()), page=src.get("page"),
-        ordinal=int(src["ordinal"]), text=src["text"], tokens=int(src["tokens"]),
-        overlap_prev=int(src.get("overlap_prev", 0)), overlap_next=int(src.get("overlap_next", 0)),
+        chunk_id=src["chunk_id"],
+        doc_id=src["doc_id"],
+        source=src["source"],
+        heading_path=tuple(src.get("heading_path") or ()),
+        page=src.get("page"),
+        ordinal=int(src["ordinal"]),
+        text=src["text"],
+        tokens=int(src["tokens"]),
+        overlap_prev=int(src.get("overlap_prev", 0)),
+        overlap_next=int(src.get("overlap_next", 0)),
         superseded=bool(src.get("superseded", False)),
-        url=src.get("url"), anchor=src.get("anchor"), sections=sections_from_data(src.get("sections")),
+        url=src.get("url"),
+        anchor=src.get("anchor"),
+        sections=sections_from_data(src.get("sections")),
     )
 
 
 def _version(src: dict[str, Any]) -> ChunkVersion:
     """A chunk's version from its _source (`text` read only when it has no `text_hash`)."""
-    return ChunkVersion(src["chunk_id"], src["source"],
-                        src.get("text_hash") or text_hash(src.get("text") or ""), src.get("changed_at"))
+    return ChunkVersion(
+        src["chunk_id"], src["source"], src.get("text_hash") or text_hash(src.get("text") or ""), src.get("changed_at")
+    )

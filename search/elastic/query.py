@@ -75,11 +75,12 @@ class ElasticQueries:
     url: str
 
     if TYPE_CHECKING:  # ElasticStore's methods the queries call
-        def _search(self, doing: str, error: type[CitebotError] = SearchBackendError,
-                    **body: Any) -> dict[str, Any]: ...
 
-        def _calls(self, doing: str,
-                   error: type[CitebotError] = ...) -> AbstractContextManager[None]: ...
+        def _search(
+            self, doing: str, error: type[CitebotError] = SearchBackendError, **body: Any
+        ) -> dict[str, Any]: ...
+
+        def _calls(self, doing: str, error: type[CitebotError] = ...) -> AbstractContextManager[None]: ...
 
         def stamp(self) -> ModelStamp | None: ...
 
@@ -87,8 +88,10 @@ class ElasticQueries:
         if k <= 0:
             return []
         knn: dict[str, Any] = {
-            "field": "windows.vector", "query_vector": np.asarray(vector, np.float32).tolist(),
-            "k": k, "num_candidates": num_candidates(k),
+            "field": "windows.vector",
+            "query_vector": np.asarray(vector, np.float32).tolist(),
+            "k": k,
+            "num_candidates": num_candidates(k),
         }
         scoped = scope_filter(scope)
         if scoped is not None:
@@ -100,9 +103,7 @@ class ElasticQueries:
             # round trip per question.
             stamp = self.stamp() if isinstance(exc.__cause__, BadRequestError) else None
             if stamp is not None and vector.shape != (stamp.dims,):
-                raise DimensionError(
-                    f"query vector has width {vector.shape}, the store holds {stamp.dims}"
-                ) from exc
+                raise DimensionError(f"query vector has width {vector.shape}, the store holds {stamp.dims}") from exc
             raise
         # Cosine similarity is served as (1 + cos) / 2; the store protocol speaks cosine.
         return [(h["_id"], 2.0 * float(h["_score"]) - 1.0) for h in res["hits"]["hits"]]
@@ -113,8 +114,11 @@ class ElasticQueries:
         # The windows' own vectors (float HNSW keeps them exact), scored here as the
         # embedded store scores them: a few chunks' windows, ~4 KB of JSON each.
         res = self._search(
-            "reading window vectors", query={"ids": {"values": list(chunk_ids)}}, size=len(chunk_ids),
-            source={"includes": ["windows"], "exclude_vectors": False})
+            "reading window vectors",
+            query={"ids": {"values": list(chunk_ids)}},
+            size=len(chunk_ids),
+            source={"includes": ["windows"], "exclude_vectors": False},
+        )
         q = np.asarray(vector, np.float32)
         out: dict[str, list[WindowScore]] = {}
         for h in res["hits"]["hits"]:
@@ -124,12 +128,14 @@ class ElasticQueries:
             matrix = np.asarray([w["vector"] for w in windows], dtype=np.float32)
             if q.shape != (matrix.shape[1],):
                 raise DimensionError(f"query vector has width {q.shape}, the store holds {matrix.shape[1]}")
-            out[h["_id"]] = [WindowScore(int(w["start"]), int(w["end"]), float(s))
-                             for w, s in zip(windows, matrix @ q, strict=True)]
+            out[h["_id"]] = [
+                WindowScore(int(w["start"]), int(w["end"]), float(s)) for w, s in zip(windows, matrix @ q, strict=True)
+            ]
         return out
 
-    def _msearch(self, doing: str, searches: Sequence[dict[str, Any]],
-                 search_type: str | None = None) -> list[dict[str, Any]]:
+    def _msearch(
+        self, doing: str, searches: Sequence[dict[str, Any]], search_type: str | None = None
+    ) -> list[dict[str, Any]]:
         """Several searches of the alias in one round trip (`_msearch`); one response each,
         in order. A missing alias answers empty; any other failed search fails the call."""
         if not searches:
@@ -152,7 +158,8 @@ class ElasticQueries:
                 root = (err.get("root_cause") or [err])[0] if isinstance(err, dict) else {}
                 raise SearchBackendError(
                     f"Elasticsearch at {self.url} answered {r.get('status')} while {doing}: "
-                    f"{root.get('type')}: {root.get('reason')}")
+                    f"{root.get('type')}: {root.get('reason')}"
+                )
             out.append(r)
         return out
 
@@ -164,8 +171,7 @@ class ElasticQueries:
         should: list[dict[str, Any]] = []
         for group in query.groups:
             if group.stemmed:
-                clauses = _group_clauses([tuple(query_stems(t)) for t in group.terms],
-                                         "stems", "heading_stems")
+                clauses = _group_clauses([tuple(query_stems(t)) for t in group.terms], "stems", "heading_stems")
             else:
                 clauses = _group_clauses([tuple(words(t)) for t in group.terms])
             if clauses:
@@ -180,17 +186,19 @@ class ElasticQueries:
         scoped = scope_filter(scope)
         if scoped is not None:
             found["bool"]["filter"] = [scoped]
-        (res,) = self._msearch("searching words", [{
-            "query": found, "size": k, "_source": False, "track_total_hits": False,
-        }], search_type=LEXICAL_SEARCH_TYPE)
+        (res,) = self._msearch(
+            "searching words",
+            [{"query": found, "size": k, "_source": False, "track_total_hits": False}],
+            search_type=LEXICAL_SEARCH_TYPE,
+        )
         return [(h["_id"], float(h["_score"])) for h in res["hits"]["hits"]]
 
-    def phrase_matches(self, phrase: Sequence[str], limit: int, *,
-                       scope: Scope | None = None) -> list[str]:
+    def phrase_matches(self, phrase: Sequence[str], limit: int, *, scope: Scope | None = None) -> list[str]:
         return self.phrase_matches_many([phrase], limit, scope=scope)[0]
 
-    def phrase_matches_many(self, phrases: Sequence[Sequence[str]], limit: int, *,
-                            scope: Scope | None = None) -> list[list[str]]:
+    def phrase_matches_many(
+        self, phrases: Sequence[Sequence[str]], limit: int, *, scope: Scope | None = None
+    ) -> list[list[str]]:
         """phrase_matches for each phrase, in one `_msearch`. Unscored and in index order
         (sort by _doc), so a phrase held by thousands of chunks stops at limit + 1."""
         tokens = [words(" ".join(p)) for p in phrases]
@@ -202,8 +210,9 @@ class ElasticQueries:
             query = _phrase_clause("words", t, 1.0)
             if scoped is not None:
                 query = {"bool": {"filter": [query, scoped]}}
-            searches.append({"query": query, "size": limit + 1, "_source": False,
-                             "sort": ["_doc"], "track_total_hits": False})
+            searches.append(
+                {"query": query, "size": limit + 1, "_source": False, "sort": ["_doc"], "track_total_hits": False}
+            )
         responses = iter(self._msearch("searching phrases", searches))
         return [[h["_id"] for h in next(responses)["hits"]["hits"]] if t else [] for t in tokens]
 
@@ -227,19 +236,29 @@ class ElasticQueries:
         found = {t: int(r["hits"]["total"]["value"]) for t, r in zip(wanted, responses, strict=True)}
         return {t: found[t] for t in terms}
 
-    def spelling_candidates(self, terms: Sequence[str], *,
-                            scope: Scope | None = None) -> dict[str, list[str]]:
+    def spelling_candidates(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, list[str]]:
         """Words of the collection within SPELLING_MAX_EDITS of each term, from Lucene's term
         dictionary of `vocab` (a term suggester per term, one request): the vocabulary is
         never read whole. Under a scope, only words some chunk of the scope holds."""
         wanted = [t for t in dict.fromkeys(terms) if t]
         if not wanted:
             return {}
-        suggest = {f"t{i}": {"text": t, "term": {
-            "field": "vocab", "suggest_mode": "always", "max_edits": SPELLING_MAX_EDITS,
-            "prefix_length": 0, "min_word_length": 1, "size": SPELLING_SUGGESTIONS,
-            "accuracy": 0.1, "string_distance": "levenshtein",
-        }} for i, t in enumerate(wanted)}
+        suggest = {
+            f"t{i}": {
+                "text": t,
+                "term": {
+                    "field": "vocab",
+                    "suggest_mode": "always",
+                    "max_edits": SPELLING_MAX_EDITS,
+                    "prefix_length": 0,
+                    "min_word_length": 1,
+                    "size": SPELLING_SUGGESTIONS,
+                    "accuracy": 0.1,
+                    "string_distance": "levenshtein",
+                },
+            }
+            for i, t in enumerate(wanted)
+        }
         res = self._search("finding spelling candidates", size=0, suggest=suggest)
         out: dict[str, list[str]] = {}
         for i, t in enumerate(wanted):
@@ -255,13 +274,10 @@ class ElasticQueries:
         scoped: dict[str, Any] = {"query": _chunks(scope)} if limiting(scope) else {}
         after: dict[str, Any] | None = None
         while True:
-            composite: dict[str, Any] = {
-                "size": VOCAB_PAGE, "sources": [{"term": {"terms": {"field": "vocab"}}}],
-            }
+            composite: dict[str, Any] = {"size": VOCAB_PAGE, "sources": [{"term": {"terms": {"field": "vocab"}}}]}
             if after:
                 composite["after"] = after
-            res = self._search("reading the vocabulary", size=0,
-                               aggs={"vocab": {"composite": composite}}, **scoped)
+            res = self._search("reading the vocabulary", size=0, aggs={"vocab": {"composite": composite}}, **scoped)
             agg = res.get("aggregations", {}).get("vocab", {})
             vocab.update(b["key"]["term"] for b in agg.get("buckets", []))
             after = agg.get("after_key")
@@ -276,8 +292,12 @@ def scope_filter(scope: Scope | None) -> dict[str, Any] | None:
         return None
     if not scope.globs:
         return {"bool": {"must_not": [{"match_all": {}}]}}
-    return {"bool": {"should": [{"regexp": {"source": {"value": glob_lucene(g), "flags": "NONE"}}}
-                                for g in scope.globs], "minimum_should_match": 1}}
+    return {
+        "bool": {
+            "should": [{"regexp": {"source": {"value": glob_lucene(g), "flags": "NONE"}}} for g in scope.globs],
+            "minimum_should_match": 1,
+        }
+    }
 
 
 def _chunks(scope: Scope | None) -> dict[str, Any]:
@@ -292,8 +312,9 @@ def num_candidates(k: int) -> int:
     return min(NUM_CANDIDATES_MAX, max(k * NUM_CANDIDATES_FACTOR, NUM_CANDIDATES_MIN, k))
 
 
-def _group_clauses(terms: Sequence[Sequence[str]], text_field: str = "words",
-                   heading_field: str = "heading") -> list[dict[str, Any]]:
+def _group_clauses(
+    terms: Sequence[Sequence[str]], text_field: str = "words", heading_field: str = "heading"
+) -> list[dict[str, Any]]:
     """One term group's clauses: each term (one token, or an exact phrase for several) in
     the text and, at HEADING_BOOST, in the heading path; BM25 scores summed, as FTS5 sums
     `"a" OR "b"`. Per-field clauses, not combined_fields (BM25F, closer to FTS5's row

@@ -23,8 +23,7 @@ from search.types import Chunk, ChunkVersion, ModelStamp
 class ElasticStore(ElasticLifecycle, ElasticQueries):
     """The store protocol over one Elasticsearch alias (see the package docstring)."""
 
-    def __init__(self, client: Elasticsearch, alias: str = "citebot",
-                 shards: int = DEFAULT_SHARDS) -> None:
+    def __init__(self, client: Elasticsearch, alias: str = "citebot", shards: int = DEFAULT_SHARDS) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", alias):
             raise StoreError(
                 f"CITEBOT_INDEX={alias!r} is not a usable Elasticsearch alias: use lower-case "
@@ -49,7 +48,8 @@ class ElasticStore(ElasticLifecycle, ElasticQueries):
     # -- reads of whole chunks ------------------------------------------------------------
     def iter_chunks(self) -> list[Chunk]:
         hits = self._scan(
-            {"term": {"kind": "chunk"}}, _CHUNK_FIELDS,
+            {"term": {"kind": "chunk"}},
+            _CHUNK_FIELDS,
             sort=[{"source": "asc"}, {"ordinal": "asc"}, {"chunk_id": "asc"}],
         )
         return [_chunk(h["_source"]) for h in hits]
@@ -58,22 +58,30 @@ class ElasticStore(ElasticLifecycle, ElasticQueries):
         if not chunk_ids:
             return []
         res = self._search(
-            "fetching chunks", StoreError, query={"ids": {"values": list(chunk_ids)}},
-            size=len(chunk_ids), source=_CHUNK_FIELDS,
+            "fetching chunks",
+            StoreError,
+            query={"ids": {"values": list(chunk_ids)}},
+            size=len(chunk_ids),
+            source=_CHUNK_FIELDS,
         )
-        by_id = {h["_id"]: _chunk(h["_source"]) for h in res["hits"]["hits"]
-                 if h["_source"].get("chunk_id")}
+        by_id = {h["_id"]: _chunk(h["_source"]) for h in res["hits"]["hits"] if h["_source"].get("chunk_id")}
         return [by_id[i] for i in chunk_ids if i in by_id]
 
     def neighbours(self, chunk: Chunk) -> tuple[Chunk | None, Chunk | None]:
         res = self._search(
-            "fetching neighbouring chunks", StoreError,
-            query={"bool": {"filter": [
-                {"term": {"doc_id": chunk.doc_id}},
-                {"terms": {"ordinal": [chunk.ordinal - 1, chunk.ordinal + 1]}},
-                {"term": {"kind": "chunk"}},
-            ]}},
-            size=2, source=_CHUNK_FIELDS,
+            "fetching neighbouring chunks",
+            StoreError,
+            query={
+                "bool": {
+                    "filter": [
+                        {"term": {"doc_id": chunk.doc_id}},
+                        {"terms": {"ordinal": [chunk.ordinal - 1, chunk.ordinal + 1]}},
+                        {"term": {"kind": "chunk"}},
+                    ]
+                }
+            },
+            size=2,
+            source=_CHUNK_FIELDS,
         )
         by_ord = {h["_source"]["ordinal"]: _chunk(h["_source"]) for h in res["hits"]["hits"]}
         return by_ord.get(chunk.ordinal - 1), by_ord.get(chunk.ordinal + 1)
@@ -86,7 +94,7 @@ class ElasticStore(ElasticLifecycle, ElasticQueries):
         hits = list(self._scan(query, ["chunk_id", "source", "text_hash", "changed_at"]))
         # A chunk an older citebot wrote has no hash: its text is read to compute it.
         bare = [h["_source"]["chunk_id"] for h in hits if not h["_source"].get("text_hash")]
-        texts = {c.chunk_id: c.text for n in range(0, len(bare), 1000) for c in self.get_chunks(bare[n:n + 1000])}
+        texts = {c.chunk_id: c.text for n in range(0, len(bare), 1000) for c in self.get_chunks(bare[n : n + 1000])}
         return [_version({**h["_source"], "text": texts.get(h["_source"]["chunk_id"], "")}) for h in hits]
 
     def chunk_count(self, *, scope: Scope | None = None) -> int:
