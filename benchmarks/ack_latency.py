@@ -40,12 +40,7 @@ from bot.logs import configure
 from bot.settings import load_settings
 from bot.slack.server import SlackHttpServer
 from bot.testing.slack_sender import SlackSender
-from bot.testing.slack_standin import (
-    BOT_TOKEN,
-    BOT_USER_ID,
-    SIGNING_SECRET,
-    SlackStandIn,
-)
+from bot.testing.slack_standin import BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, SlackStandIn
 from bot.wiring import Components, build_bot
 
 QUESTIONS = [json.loads(line)["question"] for line in

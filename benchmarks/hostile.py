@@ -174,7 +174,7 @@ def _run(args: argparse.Namespace, tmp: Path, hostile) -> int:
         env["CITEBOT_STORE"] = str(tmp / "cli-store")
         t = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "bot.cli", "ingest", str(folder), "--json"], cwd=REPO,
-                              env=env, capture_output=True, text=True, timeout=1800)
+                              check=False, env=env, capture_output=True, text=True, timeout=1800)
         cli = {"exit": proc.returncode, "seconds": round(time.perf_counter() - t, 1),
                "rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
                "output": json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else proc.stderr[-500:]}
@@ -343,13 +343,7 @@ def slack_section(as_json: bool = False) -> int:
     from bot.slack.server import SlackHttpServer
     from bot.testing.bench import ingest_handbook
     from bot.testing.embedder import HashingEmbedder
-    from bot.testing.slack_standin import (
-        BOT_TOKEN,
-        BOT_USER_ID,
-        SIGNING_SECRET,
-        SlackSender,
-        SlackStandIn,
-    )
+    from bot.testing.slack_standin import BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, SlackSender, SlackStandIn
     from bot.wiring import Components, build_bot
 
     logging.disable(logging.WARNING)  # Bolt's own logger; the figures are what is printed

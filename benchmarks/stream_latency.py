@@ -33,12 +33,7 @@ from bot.slack.server import SlackHttpServer
 from bot.testing.anthropic_standin import Reply, message, passages_in, running
 from bot.testing.embedder import HashingEmbedder
 from bot.testing.slack_sender import SlackSender
-from bot.testing.slack_standin import (
-    BOT_TOKEN,
-    BOT_USER_ID,
-    SIGNING_SECRET,
-    SlackStandIn,
-)
+from bot.testing.slack_standin import BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, SlackStandIn
 from bot.wiring import Components, build_bot
 
 QUESTION = "How often does the Release Train leave?"
@@ -99,7 +94,7 @@ def main() -> int:
                 assert bot.drain(120), "the turn did not finish"
                 calls = slack.calls()[before:]
 
-                def at(method: str, calls=calls) -> float:
+                def at(method: str, calls=calls, sent=sent) -> float:
                     return next(c.at for c in calls if c.method == method) - sent
 
                 if streamed:
