@@ -16,12 +16,18 @@ from search.types import Chunk
 Ranking = Sequence[tuple[str, float]]
 
 
-def reciprocal_rank(rankings: Sequence[Ranking], rrf_k: float) -> dict[str, float]:
-    """Each candidate's fused score: the sum over rankings of 1 / (rrf_k + its rank)."""
+def reciprocal_rank(
+    rankings: Sequence[Ranking], rrf_k: float, weights: Sequence[float] | None = None
+) -> dict[str, float]:
+    """Each candidate's fused score: the sum over rankings of weight / (rrf_k + its rank),
+    every weight 1 unless given."""
+    if weights is not None and len(weights) != len(rankings):
+        raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
     fused: dict[str, float] = {}
-    for ranking in rankings:
+    for n, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[n]
         for i, (cid, _) in enumerate(ranking):
-            fused[cid] = fused.get(cid, 0.0) + 1.0 / (rrf_k + i + 1)
+            fused[cid] = fused.get(cid, 0.0) + weight / (rrf_k + i + 1)
     return fused
 
 

@@ -16,6 +16,10 @@ POOL_SIZE = 30
 # k=60 is sized for pools of hundreds; k=10 keeps rank 1 worth three times rank 20
 # (docs/decisions/0007-rank-fusion.md).
 RRF_K = 10.0
+# The dense arm's ranks count this many times the lexical arm's in fusion: on questions
+# asked in Slack language the lexical arm's first places are often common words
+# (docs/decisions/0044-dense-weight-in-fusion.md).
+DENSE_WEIGHT = 2.0
 # Aliases are our claims, not the source's words (docs/decisions/0009-alias-flood.md).
 ALIAS_WEIGHT = 0.5
 # A typo fix is a guess: it searches at reduced weight (not measured).
@@ -77,6 +81,7 @@ class RetrievalConfig:
     mode: str = "hybrid"
     pool: int = POOL_SIZE
     rrf_k: float = RRF_K
+    dense_weight: float = DENSE_WEIGHT
     top_k: int = 10
     aliases: bool = True
     alias_weight: float = ALIAS_WEIGHT

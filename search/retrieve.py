@@ -402,7 +402,7 @@ class Retriever:
     ) -> tuple[dict[str, float], dict[str, Chunk], list[str]]:
         """Reciprocal rank fusion of the arms, addressed chunks added, superseded documents
         discounted; the fused scores, the candidates read, and the top_k order."""
-        fused = fusion.reciprocal_rank((dense, lexical.ranking), self.config.rrf_k)
+        fused = fusion.reciprocal_rank((dense, lexical.ranking), self.config.rrf_k, (self.config.dense_weight, 1.0))
         for cid in lexical.addressed:
             fused.setdefault(cid, 0.0)
         candidates = {c.chunk_id: c for c in self.store.get_chunks(list(fused))}

@@ -230,3 +230,32 @@ def test_superseded_is_read_from_the_title_or_opening_only():
     assert not doc("Runbook", "How to page.").superseded()
     # A word far into the text is about something else ("the deprecated API"), not the page.
     assert not doc("API guide", "How to call us.", later="The v1 endpoint is deprecated.").superseded()
+
+
+def test_fusion_weights_the_arms_ranks():
+    from search.fusion import reciprocal_rank
+
+    dense, lexical = [("a", 0.9), ("b", 0.8)], [("b", 9.0), ("c", 7.0)]
+    plain = reciprocal_rank((dense, lexical), 10.0)
+    assert plain == pytest.approx({"a": 1 / 11, "b": 1 / 12 + 1 / 11, "c": 1 / 12})
+    weighted = reciprocal_rank((dense, lexical), 10.0, (2.0, 1.0))
+    assert weighted == pytest.approx({"a": 2 / 11, "b": 2 / 12 + 1 / 11, "c": 1 / 12})
+    # A first place in the dense arm alone now outranks a first place in the lexical arm alone.
+    assert weighted["a"] > reciprocal_rank((lexical,), 10.0)["b"]
+    with pytest.raises(ValueError, match="1 weights for 2 rankings"):
+        reciprocal_rank((dense, lexical), 10.0, (2.0,))
+
+
+def test_hybrid_counts_a_dense_rank_dense_weight_times_a_lexical_one(examples_store, embedder):
+    from search.retrieval_config import DENSE_WEIGHT, RRF_K
+
+    question = "how many days off do we get when a family member dies?"
+    for weight in (1.0, DENSE_WEIGHT):
+        r = Retriever(examples_store, embedder.encode_query, config=RetrievalConfig(dense_weight=weight))
+        hits = [h for h in r.retrieve(question).hits if not h.reasons]
+        assert hits and any(h.dense_rank and h.lexical_rank for h in hits)
+        for h in hits:
+            expected = (weight / (RRF_K + h.dense_rank) if h.dense_rank else 0.0) + (
+                1.0 / (RRF_K + h.lexical_rank) if h.lexical_rank else 0.0
+            )
+            assert h.score == pytest.approx(expected, abs=1e-6)
