@@ -115,6 +115,11 @@ def redis_prefix():
 # needs one of them (directly or through another fixture).
 _MODEL_FIXTURES = {"embedder", "examples_store_dir"}
 
+# The fast run's count of tests left out. Under pytest-xdist (the fast run's `-n auto`) each
+# worker collects and deselects, and the controller's summary no longer counts them: a worker
+# hands its count back (workeroutput) and the controller prints it.
+_LEFT_OUT = pytest.StashKey[int]()
+
 
 def pytest_collection_modifyitems(config, items):
     """`scripts/test --fast` (CITEBOT_TEST_FAST=1): no services and no real model.
@@ -132,3 +137,25 @@ def pytest_collection_modifyitems(config, items):
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = kept
+    config.stash[_LEFT_OUT] = len(left_out)
+
+
+def pytest_sessionfinish(session):
+    """An xdist worker hands its count of left-out tests to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and _LEFT_OUT in session.config.stash:
+        workeroutput["citebot_left_out"] = session.config.stash[_LEFT_OUT]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """An xdist worker finished: keep its count (every worker collects the same tests)."""
+    count = getattr(node, "workeroutput", {}).get("citebot_left_out")
+    if count is not None:
+        node.config.stash[_LEFT_OUT] = count
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if os.environ.get("CITEBOT_TEST_FAST") == "1" and _LEFT_OUT in config.stash:
+        terminalreporter.write_line(f"fast run: {config.stash[_LEFT_OUT]} tests left out (marked elasticsearch, "
+                                    "redis, slow or browser, or loading the model); scripts/test runs them")
