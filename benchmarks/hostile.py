@@ -343,7 +343,8 @@ def slack_section(as_json: bool = False) -> int:
     from bot.slack.server import SlackHttpServer
     from bot.testing.bench import ingest_handbook
     from bot.testing.embedder import HashingEmbedder
-    from bot.testing.slack_standin import BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, SlackSender, SlackStandIn
+    from bot.testing.slack_sender import SlackSender
+    from bot.testing.slack_standin import BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, SlackStandIn
     from bot.wiring import Components, build_bot
 
     logging.disable(logging.WARNING)  # Bolt's own logger; the figures are what is printed
