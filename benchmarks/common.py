@@ -1,5 +1,5 @@
-"""Helpers the benchmarks share: the repository's path and the one percentile definition
-every latency figure uses."""
+"""Helpers the benchmarks share: the repository's path, the one percentile definition
+every latency figure uses, and a process's resident memory."""
 
 from __future__ import annotations
 
@@ -19,3 +19,11 @@ def percentile(values: Sequence[float], q: float) -> float:
     if len(values) == 0:
         return float("nan")
     return float(np.percentile(values, q))
+
+
+def rss_bytes(pid: int | str = "self") -> int:
+    """A process's resident memory now (VmRSS in /proc), in bytes; 0 when it has none."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -76,24 +76,26 @@ class Probe(Retriever):
         return super()._ranked(question, asked, dense, lexical, top_k, scope, timings)
 
     def _fuse(self, dense, lexical, top_k):
-        weight = self.config.dense_weight
+        """citebot's fusion (Retriever._fuse), with the probes' weight or decay."""
+        config = self.config
         if "lexical_coverage" in self.probe and lexical.ranking:
             a = self._asked
             top = self.store.get_chunks([lexical.ranking[0][0]])
             held = _best_coverage(a.terms, a.dfs, a.n_chunks, [set(words(c.text)) for c in top])
-            weight = 1.0 if held >= self.probe["lexical_coverage"] else weight
-        fused = fusion.reciprocal_rank((dense, lexical.ranking), self.config.rrf_k, (weight, 1.0))
-        for cid in lexical.addressed:
-            fused.setdefault(cid, 0.0)
-        candidates = {c.chunk_id: c for c in self.store.get_chunks(list(fused))}
-        fusion.discount_superseded(fused, candidates)
+            if held >= self.probe["lexical_coverage"]:
+                self.config = replace(config, dense_weight=1.0)
+        try:
+            fused, candidates, order = super()._fuse(dense, lexical, top_k)
+        finally:
+            self.config = config
         if "doc_decay" in self.probe:
             seen: dict[str, int] = {}
             for cid in sorted(fused, key=lambda c: (-fused[c], c)):
                 source = candidates[cid].source if cid in candidates else cid
                 fused[cid] *= self.probe["doc_decay"] ** seen.get(source, 0)
                 seen[source] = seen.get(source, 0) + 1
-        return fused, candidates, fusion.addresses_first(fused, lexical.addressed, top_k)
+            order = fusion.addresses_first(fused, lexical.addressed, top_k)
+        return fused, candidates, order
 
 
 def hub_dense(store: EmbeddedStore, lam: float):

@@ -68,7 +68,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import corpus
-from benchmarks.common import percentile
+from benchmarks.common import percentile, rss_bytes
 from ingest.chunker import chunk_document, chunk_id_for, doc_id_for
 from ingest.embedder import MODEL_WINDOW_TOKENS, SPECIAL_TOKENS, WINDOW_OVERLAP_TOKENS, Embedder
 from ingest.loaders import load
@@ -243,16 +243,9 @@ def es_rss() -> int | None:
                                    Path(os.environ.get("CITEBOT_RUN_DIR", "/tmp/citebot-services")) / "es" / "es.pid"))
     try:
         pid = int(pid_file.read_text().strip())
-        return _rss(pid)
+        return rss_bytes(pid)
     except (OSError, ValueError):
         return None
-
-
-def _rss(pid: int | str = "self") -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 def embedded_dir(n: int) -> Path:
@@ -436,7 +429,7 @@ def main() -> None:
         windows = json.loads(marker.read_text())["windows"]
         size = sum(p.stat().st_size for p in embedded_dir(args.chunks).iterdir() if p.is_file())
         figures = measure(store, embedder, args.concurrency, args.passes)
-        rss = _rss()
+        rss = rss_bytes()
         out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     out.update({
         "chunks": chunks, "windows": windows, "load_s": round(load_s, 1) if load_s is not None else None,

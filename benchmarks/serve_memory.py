@@ -22,7 +22,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchmarks.common import REPO
+from benchmarks.common import REPO, rss_bytes
 
 QUESTIONS = (
     "How often does the Release Train leave?",
@@ -36,10 +36,10 @@ BIN = Path(sys.executable).parent
 
 
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
+    rss = rss_bytes(pid)
+    if not rss:
+        raise RuntimeError(f"no resident memory reported for process {pid}")
+    return rss / 2**20
 
 
 def baseline(code: str) -> float:
@@ -71,6 +71,7 @@ def wait_ready(url: str, proc: subprocess.Popen) -> None:
 
 def measure(questions: int) -> dict:
     from bot.testing import slack_standin as slack
+    from bot.testing.services import free_port
     from bot.testing.slack_sender import SlackSender
 
     tmp = Path(tempfile.mkdtemp(prefix="citebot-serve-memory-"))
@@ -81,8 +82,7 @@ def measure(questions: int) -> dict:
     standin = slack.SlackStandIn().start()
     env.update(SLACK_BOT_TOKEN=slack.BOT_TOKEN, SLACK_SIGNING_SECRET=slack.SIGNING_SECRET,
                CITEBOT_SLACK_API_URL=standin.api_url)
-    with socket_port() as port:
-        pass  # closed again here: serve binds it next
+    port = free_port()
     proc = subprocess.Popen([str(BIN / "citebot"), "serve", "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -107,20 +107,6 @@ def measure(questions: int) -> dict:
         proc.wait(30)
         standin.stop()
     return {"serve_idle_mb": round(idle, 1), "serve_after_answering_mb": round(after, 1), "questions": questions}
-
-
-class socket_port:
-    """A free TCP port on 127.0.0.1 (closed again before serve binds it)."""
-
-    def __enter__(self) -> int:
-        import socket
-
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        return int(self.sock.getsockname()[1])
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
 
 
 def main() -> None:
