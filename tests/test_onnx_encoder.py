@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from ingest.embedder import model_checksum
-from ingest.onnx_encoder import OnnxModel, ensure_graph, graph_path
+from ingest.onnx_encoder import OnnxModel, ensure_graph, graph_path, weights_path
 from ingest.onnx_graph import read_safetensors
 from tests.conftest import HANDBOOK, REPO
 
@@ -118,9 +118,11 @@ def test_a_graph_is_written_readable_by_every_user_even_under_a_private_umask(tm
         path = ensure_graph(model, model_checksum(model), "fp32", tmp_path / "cache")
     finally:
         os.umask(old)
-    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    weights = weights_path(path)
+    assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE(weights.stat().st_mode) == 0o644
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o755
-    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, weights.name]  # no temporary file left
+    assert weights.stat().st_size > 0  # the larger tensors are beside the graph, not in it
 
 
 def test_new_weights_get_a_new_graph_and_new_vectors(tmp_path):
@@ -152,6 +154,17 @@ def test_a_damaged_cached_graph_is_rebuilt(tmp_path):
     path.write_bytes(good[: len(good) // 2])  # a disk filled mid-copy
     encoder = OnnxModel(model, model_checksum(model), cache_dir=cache)
     assert path.read_bytes() == good
+    assert encoder.encode([[1, 2]]).shape == (1, 8)
+
+
+def test_damaged_cached_weights_are_rebuilt(tmp_path):
+    model, cache = tiny_model(tmp_path / "m"), tmp_path / "cache"
+    path = ensure_graph(model, model_checksum(model), "fp32", cache)
+    weights = weights_path(path)
+    good = weights.read_bytes()
+    weights.write_bytes(good[: len(good) // 2])  # a disk filled mid-copy
+    encoder = OnnxModel(model, model_checksum(model), cache_dir=cache)
+    assert weights.read_bytes() == good
     assert encoder.encode([[1, 2]]).shape == (1, 8)
 
 
