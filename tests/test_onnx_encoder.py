@@ -194,3 +194,35 @@ def test_ask_and_search_import_no_torch(tmp_path, embedder):
                          check=False)
     assert run.returncode != 0
     assert "onnxruntime fp32" in run.stderr and "onnxruntime int8" in run.stderr, run.stderr
+
+
+def test_a_remembered_checksum_is_the_weights_own(tmp_path):
+    model, cache = tiny_model(tmp_path / "m"), tmp_path / "cache"
+    fresh = model_checksum(model)
+    assert model_checksum(model, cache) == fresh  # hashed, remembered
+    assert [p.suffix for p in (cache / "checksums").iterdir()] == [".json"]
+    assert model_checksum(model, cache) == fresh  # read back
+
+
+def test_weights_changed_in_place_with_their_old_size_and_mtime_are_hashed_again(tmp_path):
+    model, cache = tiny_model(tmp_path / "m"), tmp_path / "cache"
+    weights = model / "model.safetensors"
+    before = model_checksum(model, cache)
+    st = weights.stat()
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # one byte of the last tensor
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size, same mtime: only ctime tells
+    after = model_checksum(model, cache)
+    assert after != before
+    assert after == model_checksum(model)  # the new weights' own hash
+
+
+def test_a_damaged_checksum_memo_is_ignored(tmp_path):
+    model, cache = tiny_model(tmp_path / "m"), tmp_path / "cache"
+    fresh = model_checksum(model, cache)
+    (memo,) = (cache / "checksums").iterdir()
+    memo.write_text('{"identity": [1, 2')
+    assert model_checksum(model, cache) == fresh
+    memo.write_text(json.dumps({**json.loads(memo.read_text()), "sha256": "0" * 63}))
+    assert model_checksum(model, cache) == fresh
