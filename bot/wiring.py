@@ -234,7 +234,8 @@ class Components:
     def composer(self) -> Composer:
         from bot.answer.compose import ExtractiveComposer
 
-        extractive = ExtractiveComposer(self.embedder.encode_texts, encode_query=self.embedder.encode_query)
+        # Its few candidates each run alone (Embedder.encode_each): batched, half was padding.
+        extractive = ExtractiveComposer(self.embedder.encode_each, encode_query=self.embedder.encode_query)
         if self.settings.anthropic_api_key is None:
             return extractive
         from bot.answer.claude import ClaudeComposer

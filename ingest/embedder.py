@@ -65,16 +65,73 @@ def bundled_model_path() -> Path:
     return Path(spec.origin).resolve().parent / "model"
 
 
-def model_checksum(model_dir: Path) -> str:
-    """SHA-256 of the weights file: two stores agree on a model only if this agrees."""
+def model_checksum(model_dir: Path, cache_dir: Path | None = None) -> str:
+    """SHA-256 of the weights file: two stores agree on a model only if this agrees.
+
+    With `cache_dir`, remembered in its checksums/ folder beside the file's identity and
+    times (device, inode, size, mtime_ns, ctime_ns) and hashed again when any of them
+    differs: a file rewritten, replaced, touched or even given its old mtime back has a
+    new ctime, which no one can set. Hashing the bundled 87 MB of weights was 0.06 s of
+    every command that loads the model (docs/benchmarks.md, "CLI start-up")."""
     weights = model_dir / "model.safetensors"
     if not weights.exists():
         raise ConfigError(f"no model.safetensors under {model_dir}: not a usable model folder")
+    memo = _checksum_memo(weights, cache_dir) if cache_dir is not None else None
+    identity = _identity(weights)
+    if memo is not None and (known := _read_memo(memo, identity)) is not None:
+        return known
     h = hashlib.sha256()
     with weights.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
+    if memo is not None and _identity(weights) == identity:  # not changed while it was read
+        _write_memo(memo, identity, h.hexdigest())
     return h.hexdigest()
+
+
+def _identity(weights: Path) -> list[int]:
+    st = weights.stat()
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _checksum_memo(weights: Path, cache_dir: Path) -> Path:
+    key = hashlib.sha256(str(weights.resolve()).encode()).hexdigest()[:32]
+    return cache_dir / "checksums" / f"{key}.json"
+
+
+def _read_memo(memo: Path, identity: list[int]) -> str | None:
+    """The remembered checksum if the memo is of a file with this identity, else None
+    (no memo, another file's, or one that does not parse: the file is hashed)."""
+    import json
+
+    try:
+        known = json.loads(memo.read_text())
+        if known["identity"] == identity and re.fullmatch(r"[0-9a-f]{64}", known["sha256"]):
+            return str(known["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def _write_memo(memo: Path, identity: list[int], checksum: str) -> None:
+    """Written to a temporary file and renamed into place, 0644 like the graphs beside it.
+    A cache that cannot be written only means the next start hashes the file again."""
+    import json
+    import tempfile
+
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=memo.parent, prefix=memo.name + ".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"identity": identity, "sha256": checksum}, f)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, memo)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        pass  # (a read-only cache: the checksum above is right, only not remembered)
 
 
 class EncoderModel(Protocol):
@@ -182,7 +239,10 @@ class Embedder:
         # (or ingest/minilm.py on torch); any other model folder through
         # sentence-transformers, same vectors either way.
         self.why_sentence_transformers = unsupported(self.model_dir)
-        checksum = model_checksum(self.model_dir)
+        from ingest.onnx_encoder import default_cache_dir
+
+        cache_dir = cache_dir or default_cache_dir()
+        checksum = model_checksum(self.model_dir, cache_dir)
         self.model: EncoderModel
         if self.why_sentence_transformers is None and runtime == "onnxruntime":
             from ingest.onnx_encoder import OnnxModel
@@ -316,6 +376,17 @@ class Embedder:
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors for short texts (sentences, questions), one window each."""
         return self.encode_ids(self._ids(texts)) if texts else np.zeros((0, self.stamp.dims), np.float32)
+
+    def encode_each(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors for short texts, each run alone, none padded to a longer one's length:
+        the extractive composer's question and shortlist (nine texts of 13 to 55 tokens) were
+        half padding in one batch, and run alone cost about half. The same vectors as
+        encode_texts up to float rounding (at most 4.5e-8 apart; the extractive answers to
+        the 102 sample questions were the same, docs/benchmarks.md, "CLI start-up")."""
+        vectors = np.empty((len(texts), self.stamp.dims), np.float32)
+        for i, ids in enumerate(self._ids(texts)):
+            vectors[i] = self.encode_ids([ids])[0]
+        return vectors
 
     def encode_query(self, text: str) -> np.ndarray:
         """One unit vector for a question (questions fit one window; longer ones are cut to

@@ -58,6 +58,16 @@ def test_batched_windows_equal_windows_encoded_alone(embedder):
     assert float(np.abs(batched[::7] - alone).max()) < TOLERANCE
 
 
+def test_texts_encoded_each_alone_equal_them_batched(embedder):
+    """The extractive composer's candidates run alone, unpadded (Embedder.encode_each)."""
+    texts = ["Who holds the pager?", "The on-call engineer rotates the pager every Monday at ten, "
+             "handing it over in the #oncall channel with a note of open incidents.", "Weekly."]
+    each, batched = embedder.encode_each(texts), embedder.encode_texts(texts)
+    assert each.shape == batched.shape == (3, embedder.stamp.dims)
+    np.testing.assert_allclose(each, batched, atol=1e-6)
+    assert np.array_equal(each[1], embedder.encode_texts(texts[1:2])[0])  # the longest pads nothing either way
+
+
 def test_question_vectors_equal_sentence_transformers(embedder):
     with np.load(FIXTURE) as data:
         questions = [str(q) for q in data["query_texts"]]

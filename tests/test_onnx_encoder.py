@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from ingest.embedder import model_checksum
-from ingest.onnx_encoder import OnnxModel, ensure_graph, graph_path
+from ingest.onnx_encoder import OnnxModel, ensure_graph, graph_path, weights_path
 from ingest.onnx_graph import read_safetensors
 from tests.conftest import HANDBOOK, REPO
 
@@ -118,9 +118,11 @@ def test_a_graph_is_written_readable_by_every_user_even_under_a_private_umask(tm
         path = ensure_graph(model, model_checksum(model), "fp32", tmp_path / "cache")
     finally:
         os.umask(old)
-    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    weights = weights_path(path)
+    assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE(weights.stat().st_mode) == 0o644
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o755
-    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, weights.name]  # no temporary file left
+    assert weights.stat().st_size > 0  # the larger tensors are beside the graph, not in it
 
 
 def test_new_weights_get_a_new_graph_and_new_vectors(tmp_path):
@@ -155,6 +157,17 @@ def test_a_damaged_cached_graph_is_rebuilt(tmp_path):
     assert encoder.encode([[1, 2]]).shape == (1, 8)
 
 
+def test_damaged_cached_weights_are_rebuilt(tmp_path):
+    model, cache = tiny_model(tmp_path / "m"), tmp_path / "cache"
+    path = ensure_graph(model, model_checksum(model), "fp32", cache)
+    weights = weights_path(path)
+    good = weights.read_bytes()
+    weights.write_bytes(good[: len(good) // 2])  # a disk filled mid-copy
+    encoder = OnnxModel(model, model_checksum(model), cache_dir=cache)
+    assert weights.read_bytes() == good
+    assert encoder.encode([[1, 2]]).shape == (1, 8)
+
+
 def test_the_safetensors_reader_reads_the_bundled_weights_whole(embedder):
     weights = read_safetensors(embedder.model_dir / "model.safetensors")
     assert weights["embeddings.word_embeddings.weight"].shape == (30522, 384)
@@ -181,3 +194,35 @@ def test_ask_and_search_import_no_torch(tmp_path, embedder):
                          check=False)
     assert run.returncode != 0
     assert "onnxruntime fp32" in run.stderr and "onnxruntime int8" in run.stderr, run.stderr
+
+
+def test_a_remembered_checksum_is_the_weights_own(tmp_path):
+    model, cache = tiny_model(tmp_path / "m"), tmp_path / "cache"
+    fresh = model_checksum(model)
+    assert model_checksum(model, cache) == fresh  # hashed, remembered
+    assert [p.suffix for p in (cache / "checksums").iterdir()] == [".json"]
+    assert model_checksum(model, cache) == fresh  # read back
+
+
+def test_weights_changed_in_place_with_their_old_size_and_mtime_are_hashed_again(tmp_path):
+    model, cache = tiny_model(tmp_path / "m"), tmp_path / "cache"
+    weights = model / "model.safetensors"
+    before = model_checksum(model, cache)
+    st = weights.stat()
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # one byte of the last tensor
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size, same mtime: only ctime tells
+    after = model_checksum(model, cache)
+    assert after != before
+    assert after == model_checksum(model)  # the new weights' own hash
+
+
+def test_a_damaged_checksum_memo_is_ignored(tmp_path):
+    model, cache = tiny_model(tmp_path / "m"), tmp_path / "cache"
+    fresh = model_checksum(model, cache)
+    (memo,) = (cache / "checksums").iterdir()
+    memo.write_text('{"identity": [1, 2')
+    assert model_checksum(model, cache) == fresh
+    memo.write_text(json.dumps({**json.loads(memo.read_text()), "sha256": "0" * 63}))
+    assert model_checksum(model, cache) == fresh

@@ -22,6 +22,7 @@ while they fit.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from collections.abc import Sequence
@@ -64,9 +65,19 @@ _NAMES = "|".join(
     f"[{_INVISIBLE}]*".join(f"[{re.escape(c)}{chr(ord(c) + 0xFEE0)}]" for c in name)
     for name in sorted(_OUR_TAGS, key=len, reverse=True)
 )
-# One gap, then the slash and a second gap only if there is a slash: two gaps in a row
-# could share a long run of blanks in n² ways, each tried before the name fails.
-_TAG_RE = re.compile(f"[{_OPEN}]({_GAP}(?:[/\uff0f]{_GAP})?(?:{_NAMES}))(?![\\w])", re.IGNORECASE)
+
+
+@functools.cache
+def _tag_re() -> re.Pattern[str]:
+    """Compiled at the first prompt, not at import: its many-character classes took 0.04 s
+    to compile, paid by every `citebot ask`, which answers without a prompt when
+    extractive (docs/benchmarks.md, "CLI start-up").
+
+    One gap, then the slash and a second gap only if there is a slash: two gaps in a row
+    could share a long run of blanks in n² ways, each tried before the name fails."""
+    return re.compile(f"[{_OPEN}]({_GAP}(?:[/\uff0f]{_GAP})?(?:{_NAMES}))(?![\\w])", re.IGNORECASE)
+
+
 # \W holds \s: "^\s*\W*" split a long blank run in n ways before the token failed.
 _REFUSAL_RE = re.compile(r"^\W*" + REFUSAL_TOKEN + r"\W*[:\-–—]?\s*(.*)", re.DOTALL)
 
@@ -169,7 +180,7 @@ def attribute(value: str) -> str:
 
 def neutralise(text: str) -> str:
     """Document text as given, except that a tag of ours written inside it cannot open or close."""
-    return _TAG_RE.sub(lambda m: "&lt;" + m.group(1), text)
+    return _tag_re().sub(lambda m: "&lt;" + m.group(1), text)
 
 
 def echoed_refusal(reason: str, passages: Sequence[tuple[int, str]]) -> int | None:

@@ -11,11 +11,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Protocol
-
-import redis
+from typing import TYPE_CHECKING, Protocol
 
 from bot.memory.redis import redis_errors
+
+if TYPE_CHECKING:
+    import redis  # imported by bot.memory.redis where a Redis call is made
 
 # A thread remembers this many turns; older ones add little to a follow-up.
 HISTORY_TURNS = 6

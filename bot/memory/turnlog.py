@@ -19,11 +19,12 @@ import json
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
-from typing import Protocol
-
-import redis
+from typing import TYPE_CHECKING, Protocol
 
 from bot.memory.redis import redis_errors
+
+if TYPE_CHECKING:
+    import redis  # imported by bot.memory.redis where a Redis call is made
 
 # The default retention (bot.memory.retention.DEFAULT_RETENTION_DAYS); wiring passes the setting.
 TURN_TTL_S = 90 * 24 * 3600

@@ -1,7 +1,7 @@
 """A small deterministic embedder for tests that do not measure retrieval.
 
 It has the Embedder's surface (stamp, count_tokens, plan, encode_jobs, embed_chunks,
-encode_texts, encode_query) but no model: a text's vector is its content words hashed into DIMS
+encode_texts, encode_each, encode_query) but no model: a text's vector is its content words hashed into DIMS
 buckets (feature hashing), normalised. Texts sharing words are close, which is all a test
 of the Slack adapter or the turn pipeline needs; loading MiniLM takes seconds and a few
 hundred MB per test process. Its stamp is its own, so a store built with it refuses the
@@ -54,6 +54,10 @@ class HashingEmbedder:
         if not texts:
             return np.zeros((0, self.dims), np.float32)
         return np.stack([self._vector(t) for t in texts])
+
+    def encode_each(self, texts: Sequence[str]) -> np.ndarray:
+        """What the extractive composer calls (Embedder.encode_each); nothing here is padded."""
+        return self.encode_texts(texts)
 
     def encode_query(self, text: str) -> np.ndarray:
         return self._vector(text)
