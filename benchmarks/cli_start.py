@@ -10,6 +10,7 @@ sentence_transformers` (what it loaded before ingest/minilm.py). `ask` and `sear
 from the sample handbook in the embedded store: DIR, or a temporary store ingested
 first. Goals (quiet 2-core machine; docs/decisions/0021-cli-start.md): ask ≤ 4 s, search
 ≤ 3 s, --help, chunks and turns ≤ 1 s. On a busy machine compare the ratios to `import torch`.
+citebot's modules are compiled to bytecode first (`compileall`), as the image's build does.
 torch and sentence-transformers are the optional `reference` extra, in neither lock
 (docs/decisions/0037-runtime-without-torch.md): without it their baselines are skipped,
 said in the output, and `over_import_torch` is null.
@@ -88,6 +89,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    # Bytecode first, as the image's build and any run without PYTHONDONTWRITEBYTECODE leave
+    # it: otherwise every measured run compiles citebot's own modules from source again.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "bot", "ingest", "search"], cwd=REPO, check=True)
     with tempfile.TemporaryDirectory() as tmp:
         store = args.store
         if store is None:
