@@ -11,6 +11,8 @@ once. A variant is a JSON object of RetrievalConfig fields (`dense_weight`, `rrf
 - `doc_decay` d: in the fused order, the n-th passage of a document keeps d^(n-1) of its
   score (several windows of one page crowding out other pages);
 - `heading_weight` w: the lexical arm's heading column at w (embedded store; 0.5 now);
+- `lexical_limit` n: the FTS5 rows each lexical term group reads before the groups are
+  summed (search/embedded_lexical.py LEXICAL_GROUP_LIMIT);
 - `no_stopword_phrases`: no address by a phrase of mostly stopwords ("do i need to do");
 - `lexical_coverage` c: the dense weight as set when the lexical arm's first passage
   holds less than c of the question's IDF word weight, else 1;
@@ -45,7 +47,7 @@ from search.support import _best_coverage
 from search.text import STOPWORDS, words
 
 CONFIG_FIELDS = {f.name for f in fields(RetrievalConfig)}
-PROBES = {"doc_decay", "heading_weight", "no_stopword_phrases", "lexical_coverage", "focus_dense", "hub", "mode"}
+PROBES = {"doc_decay", "heading_weight", "lexical_limit", "no_stopword_phrases", "lexical_coverage", "focus_dense", "hub", "mode"}
 
 
 class Probe(Retriever):
@@ -129,12 +131,14 @@ def run(target: quality.Target, variants: list[dict], split: str, embedder: Embe
         return vectors[q]
 
     plain_dense = store.dense
+    group_limit = embedded_lexical.LEXICAL_GROUP_LIMIT
     out = []
     for variant in variants:
         unknown = set(variant) - CONFIG_FIELDS - PROBES
         if unknown:
             raise SystemExit(f"unknown variant key(s) {sorted(unknown)}")
         embedded_lexical.HEADING_WEIGHT = variant.get("heading_weight", 0.5)
+        embedded_lexical.LEXICAL_GROUP_LIMIT = variant.get("lexical_limit", group_limit)
         store.dense = hub_dense(store, variant["hub"]) if "hub" in variant else plain_dense  # type: ignore[method-assign]
         config = RetrievalConfig(**{k: v for k, v in variant.items() if k in CONFIG_FIELDS})
         retriever = Probe(store, encode, glossary, config, probe=variant)
@@ -154,6 +158,7 @@ def run(target: quality.Target, variants: list[dict], split: str, embedder: Embe
             "ranks": ranks,
         })
     embedded_lexical.HEADING_WEIGHT = 0.5
+    embedded_lexical.LEXICAL_GROUP_LIMIT = group_limit
     return out
 
 

@@ -13,10 +13,11 @@ from search.scope import Scope, limiting
 from search.text import query_stems
 from search.types import LexicalQuery
 
-# How many FTS5 matches one lexical group may contribute before fusion. The arms hand
-# fusion at most a few dozen candidates; 500 leaves room for a common term on a 10k-chunk
-# corpus without sorting the whole index.
-LEXICAL_GROUP_LIMIT = 500
+# How many FTS5 matches one lexical group may contribute before the groups are summed and
+# cut to the arm's pool (30). 100 ranked the dev items as 500 did and kept the rust-doc
+# questions' hybrid top 10, and the lexical stage there took 0.7 of its time at 500
+# (docs/decisions/0048-lexical-stage-cost.md).
+LEXICAL_GROUP_LIMIT = 100
 
 # BM25 weight of the heading path against the passage text (1.0). Headings name what a
 # section is about ("Per diem", "Escalation"), but they repeat over every chunk of a
@@ -98,7 +99,20 @@ class LexicalReads:
     def phrase_matches_many(
         self, phrases: Sequence[Sequence[str]], limit: int, *, scope: Scope | None = None
     ) -> list[list[str]]:
-        return [self.phrase_matches(p, limit, scope=scope) for p in phrases]
+        """phrase_matches for each phrase, shortest first: a phrase that holds a shorter
+        one no chunk holds is held by no chunk either, and is not read (on the rust-doc
+        questions most candidates are such; docs/decisions/0048-lexical-stage-cost.md)."""
+        out: list[list[str]] = [[] for _ in phrases]
+        unheld: set[tuple[str, ...]] = set()
+        for i in sorted(range(len(phrases)), key=lambda i: len(phrases[i])):
+            phrase = tuple(phrases[i])
+            n = len(phrase)
+            if any(phrase[a:b] in unheld for a in range(n) for b in range(a + 1, n + 1)):
+                continue
+            out[i] = self.phrase_matches(phrase, limit, scope=scope)
+            if not out[i]:
+                unheld.add(phrase)
+        return out
 
     def spelling_candidates(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, list[str]]:
         """Words of the (scoped) vocabulary of about the right length sharing the first or

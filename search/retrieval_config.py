@@ -38,6 +38,10 @@ PHRASE_MAX_CHUNKS = 3
 PHRASE_MIN_CONTENT = 3
 PHRASE_MAX_TOKENS = 10
 STOPWORD_PHRASE_MIN_TOKENS = 5
+# The phrase candidates and the rare names are probed in one batch, each read to this
+# many chunks (one more tells "more than"); each rule then applies its own bound
+# (docs/decisions/0048-lexical-stage-cost.md).
+PROBE_LIMIT = max(PHRASE_MAX_CHUNKS, RARE_MAX_DF)
 # Phrase candidates searched per question, longest first, each a store query: far above
 # any real question's, far below a pasted page's (docs/decisions/0008-addresses.md).
 PHRASE_CANDIDATES_MAX = 256

@@ -40,7 +40,7 @@ from search.retrieval_config import (
     PHRASE_MAX_CHUNKS,
     PHRASE_MAX_TOKENS,
     PHRASE_MIN_CONTENT,
-    RARE_MAX_DF,
+    PROBE_LIMIT,
     RERANK_TOP_N,
     STEM_WEIGHT,
     STOPWORD_PHRASE_MIN_TOKENS,
@@ -159,8 +159,11 @@ class Retriever:
             return gram[0] not in STOPWORDS and gram[-1] not in STOPWORDS
         return len(gram) >= STOPWORD_PHRASE_MIN_TOKENS and content <= len(gram) // 2
 
-    def _phrases(self, question: str, scope: Scope | None = None) -> list[tuple[tuple[str, ...], list[str]]]:
-        """Longest-first exact phrases of the question that the collection holds rarely."""
+    def _phrase_grams(self, question: str, dfs: dict[str, int]) -> list[tuple[int, tuple[str, ...]]]:
+        """The question's phrase candidates (position, gram), longest first; a gram holding
+        a word no chunk holds (its document frequency 0) is left out: no chunk can hold the
+        phrase, so its probe could only answer none
+        (docs/decisions/0048-lexical-stage-cost.md)."""
         tokens = words(question)
         grams: list[tuple[int, tuple[str, ...]]] = []
         for n in range(min(PHRASE_MAX_TOKENS, len(tokens)), PHRASE_MIN_CONTENT - 1, -1):
@@ -180,23 +183,22 @@ class Retriever:
                     grams.append((at, gram))
             grams.sort(key=lambda ig: (-len(ig[1]), ig[0]))
         grams = grams[:PHRASE_CANDIDATES_MAX]
-        # Every candidate in one batch (one round trip on Elasticsearch), each distinct one
-        # once, then longest first: a gram inside a span already found is passed over.
-        distinct = list(dict.fromkeys(g for _, g in grams))
-        hits = dict(
-            zip(
-                distinct,
-                self.store.phrase_matches_many(distinct, PHRASE_MAX_CHUNKS, scope=scope) if distinct else [],
-                strict=True,
-            )
-        )
-        matches = [hits[g] for _, g in grams]
+        absent = {t for t, df in dfs.items() if df == 0}
+        return [(i, g) for i, g in grams if absent.isdisjoint(g)] if absent else grams
+
+    @staticmethod
+    def _found_phrases(
+        grams: list[tuple[int, tuple[str, ...]]], held: dict[tuple[str, ...], list[str]]
+    ) -> list[tuple[tuple[str, ...], list[str]]]:
+        """Longest first, the candidates the collection holds rarely (1 to
+        PHRASE_MAX_CHUNKS chunks); a gram inside a span already found is passed over."""
         found: list[tuple[tuple[str, ...], list[str]]] = []
         covered: set[int] = set()
-        for (i, gram), ids in zip(grams, matches, strict=True):
+        for i, gram in grams:
             span = set(range(i, i + len(gram)))
             if span <= covered:
                 continue
+            ids = held[gram]
             if 1 <= len(ids) <= PHRASE_MAX_CHUNKS:
                 found.append((gram, ids))
                 covered |= span
@@ -356,18 +358,25 @@ class Retriever:
         self, question: str, asked: _Analysis, scope: Scope | None, timings: dict[str, float]
     ) -> _LexicalArm:
         """BM25 over the term groups and phrases, then the addresses: rare exact phrases,
-        then decisively rare names."""
+        then decisively rare names. The phrase candidates and the rare names are probed in
+        one batch (one round trip on Elasticsearch), each distinct one once."""
         cfg = self.config
         t = time.perf_counter()
         groups, alias_phrases = self._term_groups(asked)
-        phrases = self._phrases(question, scope) if cfg.phrase_rule else []
+        grams = self._phrase_grams(question, asked.dfs) if cfg.phrase_rule else []
+        rare, all_dfs = self._rare_names(question, asked, scope) if cfg.rare_rule else ([], asked.dfs)
+        probes = list(dict.fromkeys([g for _, g in grams] + [(r,) for r in rare]))
+        held = dict(
+            zip(probes, self.store.phrase_matches_many(probes, PROBE_LIMIT, scope=scope) if probes else [], strict=True)
+        )
+        phrases = self._found_phrases(grams, held)
         query = LexicalQuery(tuple(groups), tuple((" ".join(g), 1.0) for g, _ in phrases) + tuple(alias_phrases))
         arm = _LexicalArm()
         arm.ranking = self.store.lexical(query, cfg.pool, scope=scope) if (groups or phrases) else []
         timings["lexical"] = (time.perf_counter() - t) * 1000
         fusion.address_phrases(phrases, arm.addressed, arm.addresses)
-        if cfg.rare_rule:
-            self._address_rare(question, asked, scope, arm)
+        if rare:
+            fusion.address_rare(rare, [held[(r,)] for r in rare], all_dfs, asked.n_chunks, arm.addressed, arm.addresses)
         return arm
 
     def _term_groups(self, asked: _Analysis) -> tuple[list[WeightedTerms], list[tuple[str, float]]]:
@@ -388,14 +397,13 @@ class Retriever:
             groups += [WeightedTerms(g.terms, g.weight * STEM_WEIGHT, stemmed=True) for g in groups]
         return groups, alias_phrases
 
-    def _address_rare(self, question: str, asked: _Analysis, scope: Scope | None, arm: _LexicalArm) -> None:
-        """The rare-term addresses: the question's names (typo fixes included) that the
-        collection holds in at most RARE_MAX_DF chunks."""
+    def _rare_names(self, question: str, asked: _Analysis, scope: Scope | None) -> tuple[list[str], dict[str, int]]:
+        """The rare-term address candidates: the question's names (typo fixes included)
+        that the collection holds in at most RARE_MAX_DF chunks; and the document
+        frequencies they were judged by."""
         fixed = [c for c in asked.corrections.values() if c not in asked.dfs]
         all_dfs = {**asked.dfs, **(self.store.doc_freqs(fixed, scope=scope) if fixed else {})}
-        rare = fusion.rare_names(all_dfs, name_like(question))
-        held = self.store.phrase_matches_many([(t,) for t in rare], RARE_MAX_DF, scope=scope) if rare else []
-        fusion.address_rare(rare, held, all_dfs, asked.n_chunks, arm.addressed, arm.addresses)
+        return fusion.rare_names(all_dfs, name_like(question)), all_dfs
 
     def _fuse(
         self, dense: list[tuple[str, float]], lexical: _LexicalArm, top_k: int

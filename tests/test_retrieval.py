@@ -87,6 +87,24 @@ def test_a_phrase_of_stopwords_finds_its_passage(retriever):
     assert "all of them at once" in r.hits[0].chunk.text
 
 
+def test_phrases_and_rare_names_are_probed_in_one_batch_leaving_out_absent_words(examples_store, embedder):
+    batches = []
+    probe = examples_store.phrase_matches_many
+
+    def recording(phrases, limit, *, scope=None):
+        batches.append(list(phrases))
+        return probe(phrases, limit, scope=scope)
+
+    examples_store.phrase_matches_many = recording
+    r = Retriever(examples_store, embedder.encode_query).retrieve(
+        "Oskar Brandvold says: why shouldn't the swap stations be restartted all of them at once?"
+    )
+    assert len(batches) == 1 and ("brandvold",) in batches[0]
+    assert batches[0] and not any("restartted" in gram for gram in batches[0])
+    assert "rare:brandvold" in r.addresses
+    assert any(a.startswith("phrase:") and "all of them at once" in a for a in r.addresses)
+
+
 @pytest.mark.parametrize("gram,ok", [
     (("as", "and", "when", "it", "is"), True),     # a motto made of stopwords
     (("overseas", "per", "diem"), True),           # three content words

@@ -318,10 +318,28 @@ def test_phrases_search_the_text_only(store):
 
 
 def test_phrase_lookups_in_one_batch_answer_as_one_at_a_time(store):
-    batch = [("herding", "cats"), ("the",), ("cats", "herding"), ("soak",), ()]
-    assert [sorted(ids) for ids in store.phrase_matches_many(batch, 3)] == [
-        sorted(store.phrase_matches(p, 3)) for p in batch]
+    batch = [("herding", "cats", "in", "a"), ("herding", "cats"), ("the",), ("cats", "herding", "in"),
+             ("cats", "herding"), ("soak",), ()]
+    answers = [sorted(ids) for ids in store.phrase_matches_many(batch, 3)]
+    assert answers == [sorted(store.phrase_matches(p, 3)) for p in batch]
+    assert answers[0] and answers[1] and not answers[3]
     assert store.phrase_matches_many([], 3) == []
+
+
+def test_the_embedded_store_does_not_read_a_phrase_holding_one_no_chunk_holds(tmp_path):
+    read: list[str] = []
+
+    class Recording(EmbeddedStore):
+        def _match(self, expression, *args, **kwargs):
+            read.append(expression)
+            return super()._match(expression, *args, **kwargs)
+
+    store = Recording(tmp_path / "store")
+    fill(store)
+    found = store.phrase_matches_many([("cats", "herding", "in", "a"), ("herding", "cats"), ("cats", "herding")], 3)
+    assert found == [[], [chunk_ids(RELEASE)[0]], []]
+    assert read == ['text : "herding cats"', 'text : "cats herding"']
+    store.close()
 
 
 def test_spelling_candidates_are_indexed_words_near_the_term(store):

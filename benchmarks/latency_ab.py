@@ -1,0 +1,125 @@
+"""Retrieval latency per stage of two revisions, interleaved pass by pass in one run.
+
+    git archive main | (mkdir -p /tmp/base && tar -x -C /tmp/base)
+    CITEBOT_BENCH_ES_URL=http://127.0.0.1:PORT .venv/bin/python -m benchmarks.latency_ab --base /tmp/base [--json]
+
+On a shared machine two runs of `benchmarks.retrieval_latency` minutes apart differ by more
+than most changes (the query embedding alone went 15 → 31 ms between runs at load 6). Here
+one worker process per revision (this checkout and --base, each importing its own code)
+loads the rust-doc corpus (benchmarks/corpus.py) on both backends and warms up; then the
+workers take turns, one pass over the questions each, in the order A B B A, so that load
+that comes and goes falls on both alike. Prints each stage's p50 (p95) per revision and
+backend, over all passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.common import REPO, percentile
+
+STAGES = ("analyse", "embed", "dense", "lexical", "fuse", "total")
+BACKENDS = ("embedded", "elasticsearch")
+
+
+def worker() -> None:
+    """Answer `pass BACKEND` on stdin with one JSON line of stage timings (lists, ms)."""
+    import bot  # noqa: F401 - numpy's BLAS threads as in citebot
+    from benchmarks import corpus
+    from ingest.embedder import Embedder
+    from search.glossary import Glossary
+    from search.retrieve import Retriever
+
+    embedder = Embedder()
+    source = corpus.embedded_store(embedder)
+    stores = {"embedded": source, "elasticsearch": corpus.elastic_copy(source, "citebot-bench-rust")}
+    retrievers = {b: Retriever(s, embedder.encode_query, Glossary.empty()) for b, s in stores.items()}
+    tops = {}
+    for backend, retriever in retrievers.items():  # warm: caches, calibration, HNSW pages
+        tops[backend] = [[h.chunk.chunk_id for h in retriever.retrieve(q).hits[:5]] for q in corpus.QUESTIONS]
+    print(json.dumps({"ready": True, "tops": tops}), flush=True)
+    for line in sys.stdin:
+        backend = line.split()[1]
+        samples: dict[str, list[float]] = {}
+        for q in corpus.QUESTIONS:
+            for stage, ms in retrievers[backend].retrieve(q).timings_ms.items():
+                samples.setdefault(stage, []).append(ms)
+        print(json.dumps(samples), flush=True)
+
+
+def start(tree: Path) -> subprocess.Popen:
+    """A worker running this file's worker() on the code of `tree` (first on the path; the
+    tree may predate this file)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    run = f"import runpy, sys; sys.argv = ['latency_ab', '--worker']; runpy.run_path({str(Path(__file__))!r}, run_name='__main__')"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", run], cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    ready = json.loads(proc.stdout.readline())
+    proc.tops = ready["tops"]  # type: ignore[attr-defined]
+    return proc
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", type=Path, help="a checkout of the revision to compare with")
+    parser.add_argument("--rounds", type=int, default=6, help="A B B A rounds per backend")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker()
+        return
+    if args.base is None or not (args.base / "benchmarks" / "corpus.py").is_file():
+        raise SystemExit("--base must be a checkout of citebot (e.g. git archive main | tar -x -C DIR)")
+    trees = {"base": args.base.resolve(), "this": REPO}
+    procs = {name: start(tree) for name, tree in trees.items()}
+    samples: dict[str, dict[str, dict[str, list[float]]]] = {n: {b: {} for b in BACKENDS} for n in trees}
+    order = ["base", "this", "this", "base"]
+    for _ in range(args.rounds):
+        for backend in BACKENDS:
+            for name in order:
+                proc = procs[name]
+                assert proc.stdin is not None and proc.stdout is not None
+                proc.stdin.write(f"pass {backend}\n")
+                proc.stdin.flush()
+                for stage, values in json.loads(proc.stdout.readline()).items():
+                    samples[name][backend].setdefault(stage, []).extend(values)
+    for proc in procs.values():
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait()
+    result = {
+        name: {
+            backend: {
+                s: {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2), "n": len(v)}
+                for s, v in stages.items()
+            }
+            for backend, stages in by_backend.items()
+        }
+        for name, by_backend in samples.items()
+    }
+    result["same_top5_base_this"] = {
+        b: sum(set(x) == set(y) for x, y in zip(procs["base"].tops[b], procs["this"].tops[b], strict=True))  # type: ignore[attr-defined]
+        for b in BACKENDS
+    }
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return
+    for backend in BACKENDS:
+        print(f"\n{backend}: p50 (p95) ms, base → this")
+        for s in STAGES:
+            a, b = result["base"][backend].get(s), result["this"][backend].get(s)
+            if a and b:
+                print(f"  {s:8s} {a['p50']:7.2f} ({a['p95']:6.1f}) → {b['p50']:7.2f} ({b['p95']:6.1f})")
+    print(f"same top 5 (as a set), of {len(procs['base'].tops['embedded'])}: {result['same_top5_base_this']}")  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    main()
