@@ -12,7 +12,12 @@ the tuned ones, and the tuned collections' held-out split apart again.
 
     .venv/bin/python -m benchmarks.quality [--collections git,examples] [--modes hybrid]
         [--json] [--save run.json] [--baseline other-run.json] [--backend elasticsearch]
-        [--model DIR]
+        [--model DIR] [--precision int8]
+
+--precision int8 runs citebot with CITEBOT_ENCODER_PRECISION=int8 (the encoder's dynamic
+int8 graph) in stores of their own, <name>-int8-store; fp32 (the default) keeps the plain
+names. Pair it with a --save of an fp32 run through --baseline
+(docs/decisions/0049-int8-encoder-quality.md).
 
 --model DIR runs citebot with CITEBOT_MODEL_DIR=DIR (another embedding model, e.g.
 all-mpnet-base-v2 from scripts/install-mpnet) in stores of its own, named after the folder;
@@ -25,8 +30,9 @@ for changed documents; a change in the code that turns documents into stored chu
 (ingest/ and the store side of search/, fingerprinted below) starts a fresh store.
 
 --save writes every per-item outcome; --baseline compares this run with such a file from
-another revision: per-item differences (this run minus the baseline) in Recall@5,
-paraphrase Recall@5, alias Recall@5, MRR and refusal correctness, each with a
+another revision or precision: per-item differences (this run minus the baseline) in
+Recall@5, Recall@10, MRR, paraphrase, alias and rare-name Recall@5, refusal correctness,
+false refusals and near misses let through (lower is better for those two), each with a
 paired-bootstrap 95% interval (10,000 resamples), over the pooled held-out items, the
 pooled dev items and per collection.
 """
@@ -144,17 +150,20 @@ class Runner:
     fingerprint: str
     fresh: bool = False
     model: Path | None = None  # CITEBOT_MODEL_DIR; None: the bundled model
+    precision: str = "fp32"  # CITEBOT_ENCODER_PRECISION
     citebot: str = field(default_factory=citebot_command)
 
     @property
     def suffix(self) -> str:
-        """Stores of another model are apart from the bundled model's: -<folder name>."""
-        return f"-{self.model.name}" if self.model else ""
+        """Stores of another model are apart from the bundled model's: -<folder name>;
+        int8 stores apart from fp32 ones: -int8 (the index stamp refuses to mix them)."""
+        return (f"-{self.model.name}" if self.model else "") + ("-int8" if self.precision == "int8" else "")
 
     def env(self, t: Target) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items()
                if k not in ("CITEBOT_STORE", "CITEBOT_ES_URL", "CITEBOT_INDEX", "CITEBOT_GLOSSARY",
-                            "CITEBOT_MODEL_DIR")}
+                            "CITEBOT_MODEL_DIR", "CITEBOT_ENCODER_PRECISION")}
+        env["CITEBOT_ENCODER_PRECISION"] = self.precision
         if self.model:
             env["CITEBOT_MODEL_DIR"] = str(self.model)
         env["CITEBOT_LOG_FORMAT"] = "json"
@@ -320,17 +329,32 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]
     return float(diff.mean()), float(lo), float(hi)
 
 
+def _hit(o: dict, k: int, kind: str | None = None) -> float | None:
+    """1 when an answerable item (of that kind) has its hit at rank <= k, else 0; None
+    for items the figure is not about."""
+    if not o["answerable"] or (kind and o["kind"] != kind):
+        return None
+    return 1.0 if o["rank"] is not None and o["rank"] <= k else 0.0
+
+
 COMPARED = {
-    "r5": lambda o: (1.0 if o["rank"] is not None and o["rank"] <= 5 else 0.0) if o["answerable"] else None,
-    "para_r5": lambda o: (1.0 if o["rank"] is not None and o["rank"] <= 5 else 0.0)
-    if o["answerable"] and o["kind"] == "paraphrase" else None,
-    "alias_r5": lambda o: (1.0 if o["rank"] is not None and o["rank"] <= 5 else 0.0)
-    if o["answerable"] and o["kind"] == "alias" else None,
+    "r5": lambda o: _hit(o, 5),
+    "r10": lambda o: _hit(o, 10),
     "mrr": lambda o: (1.0 / o["rank"] if o["rank"] else 0.0) if o["answerable"] else None,
+    "para_r5": lambda o: _hit(o, 5, "paraphrase"),
+    "alias_r5": lambda o: _hit(o, 5, "alias"),
+    "rare_r5": lambda o: _hit(o, 5, "rare"),
     # An answerable item not refused flatly, an unanswerable one not answered outright.
     "refusal_correct": lambda o: 1.0 if (outcome_of(o) != "refused" if o["answerable"]
                                          else outcome_of(o) != "answer") else 0.0,
+    # Its two halves, lower is better: answerable refused flatly; unanswerable (near
+    # misses, mostly) answered outright rather than refused or labelled the closest.
+    "false_refusal": lambda o: (1.0 if outcome_of(o) == "refused" else 0.0) if o["answerable"] else None,
+    "near_miss_through": lambda o: None if o["answerable"] else (1.0 if outcome_of(o) == "answer" else 0.0),
 }
+COMPARED_HEADERS = {"r5": "R@5", "r10": "R@10", "mrr": "MRR", "para_r5": "para@5", "alias_r5": "alias@5",
+                    "rare_r5": "rare@5", "refusal_correct": "refusal correct", "false_refusal": "false-ref",
+                    "near_miss_through": "near miss through"}
 
 
 def compare(base: list[dict], now: list[dict]) -> dict:
@@ -386,7 +410,7 @@ def revision() -> str:
 
 def run_all(ts: list[Target], modes: list[str], runner: Runner, log) -> dict:
     result: dict = {"revision": revision(), "backend": runner.backend, "code": runner.fingerprint,
-                    "model": str(runner.model) if runner.model else "bundled",
+                    "model": str(runner.model) if runner.model else "bundled", "precision": runner.precision,
                     "modes": modes, "collections": [], "items": [], "rows": [], "means": []}
     for t in ts:
         items = read_items(t.questions)
@@ -453,7 +477,7 @@ def _cell(v: float | None) -> str:
 
 def print_table(result: dict) -> None:
     print(f"revision {result['revision']}, backend {result['backend']}, ingest code {result['code']}, "
-          f"model {result.get('model', 'bundled')}")
+          f"model {result.get('model', 'bundled')}, encoder {result.get('precision', 'fp32')}")
     for c in result["collections"]:
         role = "held-out" if c["heldout"] else "tuned"
         print(f"  {c['name']}: {role}, {c['version']}, {c['chunks']} chunks, {c['questions']} questions"
@@ -481,7 +505,7 @@ def print_comparison(cmp: dict, baseline: str) -> None:
           + (f"; left out (question or labels changed): {', '.join(cmp['changed_items_left_out'])}"
              if cmp["changed_items_left_out"] else "")
           + f"; only in baseline {cmp['only_in_baseline']}, only in this run {cmp['only_in_this_run']}")
-    print(f"{'mode':9}{'items':28}" + "".join(f"{h:>30}" for h in ("R@5", "para@5", "alias@5", "MRR", "refusal correct")))
+    print(f"{'mode':9}{'items':28}" + "".join(f"{COMPARED_HEADERS[m]:>30}" for m in COMPARED))
     for mode, groups in cmp["modes"].items():
         for group, res in groups.items():
             cells = "".join(
@@ -503,6 +527,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", type=Path, help="write this run (per-item outcomes) to FILE")
     parser.add_argument("--baseline", type=Path, help="a --save file from another revision to compare with")
     parser.add_argument("--model", type=Path, help="embedding model folder (CITEBOT_MODEL_DIR); default: bundled")
+    parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32",
+                        help="the encoder's precision (CITEBOT_ENCODER_PRECISION); int8 has stores of its own")
     args = parser.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
@@ -527,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.model and not (args.model / "model.safetensors").exists():
             raise QualityError(f"--model {args.model}: no model.safetensors there (scripts/install-mpnet)")
         runner = Runner(args.backend, code_fingerprint(), fresh=args.fresh,
-                        model=args.model.expanduser().resolve() if args.model else None)
+                        model=args.model.expanduser().resolve() if args.model else None, precision=args.precision)
         result = run_all(ts, modes, runner, log)
         if baseline is not None:
             result["baseline"] = {"file": str(args.baseline), "revision": baseline.get("revision"),
