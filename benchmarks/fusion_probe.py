@@ -22,7 +22,7 @@ once. A variant is a JSON object of RetrievalConfig fields (`dense_weight`, `rrf
   here from the store's chunks: "para" each paragraph of a chunk of several on its own
   (heading path in front, as the stored windows), "title" the document's title and the
   chunk's heading path alone; a chunk keeps its best cosine, a "title" one times
-  `title_scale` (default 1);
+  `title_scale` (default 1); `para_min_tokens` n: only paragraphs of n tokens or more;
 - `doc_mix` β: the dense arm scores a chunk (1 − β) × its own cosine + β × the best cosine
   of any chunk of its document (a page as a whole near the question lifts its passages);
 - `prf` [m, α]: the dense arm searches again with the question's vector plus α × the mean
@@ -59,7 +59,8 @@ from search.text import STOPWORDS, words
 
 CONFIG_FIELDS = {f.name for f in fields(RetrievalConfig)}
 PROBES = {"doc_decay", "heading_weight", "no_stopword_phrases", "lexical_coverage", "focus_dense", "hub", "mode",
-          "extra", "title_scale", "doc_mix", "prf", "fm_title"}
+          "extra", "title_scale", "doc_mix", "prf", "fm_title",
+          "para_min_tokens"}
 
 
 class Probe(Retriever):
@@ -137,7 +138,9 @@ def hub_dense(store: EmbeddedStore, lam: float):
     return dense
 
 
-def extra_vectors(store: EmbeddedStore, embedder: Embedder, kind: str) -> tuple[np.ndarray, np.ndarray]:
+def extra_vectors(
+    store: EmbeddedStore, embedder: Embedder, kind: str, min_tokens: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """Vectors of the "extra" probe of one kind, and the row of _vectors()' ids each belongs to."""
     from ingest.embedder import _PARAGRAPH
 
@@ -158,6 +161,8 @@ def extra_vectors(store: EmbeddedStore, embedder: Embedder, kind: str) -> tuple[
         paths = [c.heading_path, *(s.heading_path for s in c.sections)]
         prefix_tokens = max(embedder.count_tokens(embedder._prefix(p)) for p in paths)
         for a, b in paras:
+            if min_tokens and embedder.count_tokens(c.text[a:b]) < min_tokens:
+                continue
             for w in embedder.windows(c.text[a:b], prefix_tokens):
                 prefix = embedder._prefix(c.headings_between(a + w.start, a + w.end) if c.sections else c.heading_path)
                 texts.append(prefix + c.text[a + w.start : a + w.end])
@@ -264,12 +269,13 @@ def run(target: quality.Target, variants: list[dict], split: str, embedder: Embe
         embedded_lexical.HEADING_WEIGHT = variant.get("heading_weight", 0.5)
         store.dense = hub_dense(store, variant["hub"]) if "hub" in variant else plain_dense  # type: ignore[method-assign]
         if variant.get("extra"):
-            for kind in variant["extra"]:
-                if kind not in built:
-                    built[kind] = extra_vectors(store, embedder, kind)
-                    print(f"  {target.name}: {len(built[kind][0])} {kind} vectors", flush=True)
+            keys = [f"{k}{variant.get('para_min_tokens', 0) if k == 'para' else ''}" for k in variant["extra"]]
+            for kind, key in zip(variant["extra"], keys, strict=True):
+                if key not in built:
+                    built[key] = extra_vectors(store, embedder, kind, variant.get("para_min_tokens", 0))
+                    print(f"  {target.name}: {len(built[key][0])} {key} vectors", flush=True)
             scales = {"title": variant.get("title_scale", 1.0)}
-            extras = [(*built[k], scales.get(k, 1.0)) for k in variant["extra"]]
+            extras = [(*built[key], scales.get(k, 1.0)) for k, key in zip(variant["extra"], keys, strict=True)]
             store.dense = extra_dense(store, extras)  # type: ignore[method-assign]
         if variant.get("fm_title"):
             if "fm_title" not in built_dense:
