@@ -19,17 +19,30 @@ once. A variant is a JSON object of RetrievalConfig fields (`dense_weight`, `rrf
 - `focus_dense`: the dense arm also searches the question's content (search.focus), each
   chunk keeping its better score;
 - `hub` λ: each window's cosine less λ × its mean cosine to its 10 nearest windows of
-  other chunks (hubs: text close to much of the collection).
+  other chunks (hubs: text close to much of the collection);
+- `extra` ["para", "title"]: the dense arm also scores each chunk by more vectors, computed
+  here from the store's chunks: "para" each paragraph of a chunk of several on its own
+  (heading path in front, as the stored windows), "title" the document's title and the
+  chunk's heading path alone; a chunk keeps its best cosine, a "title" one times
+  `title_scale` (default 1); `para_min_tokens` n: only paragraphs of n tokens or more;
+- `doc_mix` β: the dense arm scores a chunk (1 − β) × its own cosine + β × the best cosine
+  of any chunk of its document (a page as a whole near the question lifts its passages);
+- `prf` [m, α]: the dense arm searches again with the question's vector plus α × the mean
+  of the best windows of its first m chunks (pseudo-relevance feedback), and ranks by that;
+- `fm_title`: every window embedded again with the `title:` of its Markdown document's
+  front matter heading its heading path (the path lacks it: the loader reads only `url:`).
 
 Prints, per collection and variant: n, R@1, R@5, MRR and paraphrase R@5 (hybrid, or
 `"mode"` in the variant), and with --ranks each item's first relevant rank.
-docs/decisions/0044-dense-weight-in-fusion.md holds the figures and what was kept.
+docs/decisions/0044-dense-weight-in-fusion.md and 0050-handbook-dense-levers.md hold the figures
+and what was kept.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -47,7 +60,8 @@ from search.support import _best_coverage
 from search.text import STOPWORDS, words
 
 CONFIG_FIELDS = {f.name for f in fields(RetrievalConfig)}
-PROBES = {"doc_decay", "heading_weight", "lexical_limit", "no_stopword_phrases", "lexical_coverage", "focus_dense", "hub", "mode"}
+PROBES = {"doc_decay", "heading_weight", "lexical_limit", "no_stopword_phrases", "lexical_coverage", "focus_dense",
+          "hub", "mode", "extra", "title_scale", "doc_mix", "prf", "fm_title", "para_min_tokens"}
 
 
 class Probe(Retriever):
@@ -71,6 +85,16 @@ class Probe(Retriever):
             for cid, s in self.store.dense(self.encode_query(f.text), self.config.pool, scope=scope):
                 best[cid] = max(s, best.get(cid, s))
             ranked = sorted(best.items(), key=lambda cs: (-cs[1], cs[0]))[: self.config.pool]
+        if self.probe.get("prf"):
+            m, alpha = self.probe["prf"]
+            matrix, owner, ids, _ = self.store._vectors()
+            row = {cid: i for i, cid in enumerate(ids)}
+            best = []
+            for cid, _ in ranked[:m]:
+                rows = np.flatnonzero(owner == row[cid])
+                best.append(matrix[rows[np.argmax(matrix[rows] @ vector)]])
+            v = vector + alpha * np.mean(best, axis=0)
+            ranked = self.store.dense((v / np.linalg.norm(v)).astype(np.float32), self.config.pool, scope=scope)
         return vector, plain, ranked
 
     def _ranked(self, question, asked, dense, lexical, top_k, scope, timings):
@@ -115,6 +139,111 @@ def hub_dense(store: EmbeddedStore, lam: float):
     return dense
 
 
+def extra_vectors(
+    store: EmbeddedStore, embedder: Embedder, kind: str, min_tokens: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors of the "extra" probe of one kind, and the row of _vectors()' ids each belongs to."""
+    from ingest.embedder import _PARAGRAPH
+
+    _, _, ids, _ = store._vectors()
+    titles = dict(store._db.execute("SELECT source, title FROM documents").fetchall())
+    texts: list[str] = []
+    own: list[int] = []
+    for n, c in enumerate(store.get_chunks(ids)):
+        if kind == "title":
+            path = list(c.heading_path)
+            title = titles.get(c.source) or ""
+            texts.append(" > ".join(([title] if title and title not in path else []) + path))
+            own.append(n)
+            continue
+        paras = [(m.start(), m.end()) for m in _PARAGRAPH.finditer(c.text)]
+        if len(paras) < 2:
+            continue
+        paths = [c.heading_path, *(s.heading_path for s in c.sections)]
+        prefix_tokens = max(embedder.count_tokens(embedder._prefix(p)) for p in paths)
+        for a, b in paras:
+            if min_tokens and embedder.count_tokens(c.text[a:b]) < min_tokens:
+                continue
+            for w in embedder.windows(c.text[a:b], prefix_tokens):
+                prefix = embedder._prefix(c.headings_between(a + w.start, a + w.end) if c.sections else c.heading_path)
+                texts.append(prefix + c.text[a + w.start : a + w.end])
+                own.append(n)
+    return embedder.encode_texts(texts), np.array(own, dtype=np.int64)
+
+
+def front_matter_title(text: str) -> str:
+    """The `title:` of a Markdown file's front matter block (quotes taken off), or ""."""
+    block = re.match(r"---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)", text, re.DOTALL)
+    title = re.search(r"^title:[ \t]*(.+?)[ \t]*$", block.group(1), re.MULTILINE) if block else None
+    return title.group(1).strip("\"'") if title else ""
+
+
+def fm_title_dense(store: EmbeddedStore, embedder: Embedder, docs: Path):
+    """store.dense over windows embedded again with the front matter's title in front (`fm_title`)."""
+    from search.types import ChunkSection
+
+    _, _, ids, _ = store._vectors()
+    titles: dict[str, str] = {}
+    chunks = []
+    for c in store.get_chunks(ids):
+        if c.source not in titles:
+            path = docs / c.source
+            titles[c.source] = front_matter_title(path.read_text(errors="replace")) if path.is_file() else ""
+        t = titles[c.source]
+        if t and t not in c.heading_path[:1]:
+            sections = tuple(ChunkSection(s.start, (t, *s.heading_path), s.anchor) for s in c.sections)
+            c = replace(c, heading_path=(t, *c.heading_path), sections=sections)
+        chunks.append(c)
+    windows = embedder.embed_chunks(chunks)
+    print(f"  {sum(1 for t in titles.values() if t)} of {len(titles)} documents with a front matter title", flush=True)
+    row = {cid: i for i, cid in enumerate(ids)}
+    matrix = np.stack([w.vector for w in windows])
+    owner = np.array([row[w.chunk_id] for w in windows], dtype=np.int64)
+
+    def dense(vector, k, *, scope=None):
+        best = np.full(len(ids), -np.inf, dtype=np.float32)
+        np.maximum.at(best, owner, matrix @ vector.astype(np.float32))
+        return [(ids[i], float(best[i])) for i in np.argsort(-best, kind="stable")[:k]]
+
+    return dense
+
+
+def extra_dense(store: EmbeddedStore, extras: list[tuple[np.ndarray, np.ndarray, float]]):
+    """store.dense with each chunk's best over its windows and the extra vectors."""
+    matrix, owner, ids, _ = store._vectors()
+
+    def dense(vector, k, *, scope=None):
+        best = np.full(len(ids), -np.inf, dtype=np.float32)
+        np.maximum.at(best, owner, matrix @ vector.astype(np.float32))
+        for m, o, scale in extras:
+            np.maximum.at(best, o, scale * (m @ vector.astype(np.float32)))
+        return [(ids[i], float(best[i])) for i in np.argsort(-best, kind="stable")[:k]]
+
+    return dense
+
+
+def mix_with_document_best(best: np.ndarray, doc: np.ndarray, beta: float) -> np.ndarray:
+    """Each chunk's score (1 − beta) × its own + beta × the best of its document's (`doc` its
+    document's number)."""
+    top = np.full(int(doc.max()) + 1, -np.inf, dtype=np.float32)
+    np.maximum.at(top, doc, best)
+    return (1 - beta) * best + beta * top[doc]
+
+
+def doc_mix_dense(store: EmbeddedStore, beta: float):
+    """store.dense with each chunk's cosine mixed with its document's best (`doc_mix`)."""
+    matrix, owner, ids, sources = store._vectors()
+    doc = np.unique(np.array(sources), return_inverse=True)[1]
+
+    def dense(vector, k, *, scope=None):
+        best = np.full(len(ids), -np.inf, dtype=np.float32)
+        np.maximum.at(best, owner, matrix @ vector.astype(np.float32))
+        mixed = mix_with_document_best(best, doc, beta)
+        return [(ids[i], float(mixed[i])) for i in np.argsort(-mixed, kind="stable")[:k]]
+
+    return dense
+
+
 def run(target: quality.Target, variants: list[dict], split: str, embedder: Embedder) -> list[dict]:
     store_dir = quality.QUALITY_CACHE / f"{target.name}-store"
     if not store_dir.exists():
@@ -132,6 +261,8 @@ def run(target: quality.Target, variants: list[dict], split: str, embedder: Embe
 
     plain_dense = store.dense
     group_limit = embedded_lexical.LEXICAL_GROUP_LIMIT
+    built: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    built_dense: dict = {}
     out = []
     for variant in variants:
         unknown = set(variant) - CONFIG_FIELDS - PROBES
@@ -140,6 +271,21 @@ def run(target: quality.Target, variants: list[dict], split: str, embedder: Embe
         embedded_lexical.HEADING_WEIGHT = variant.get("heading_weight", 0.5)
         embedded_lexical.LEXICAL_GROUP_LIMIT = variant.get("lexical_limit", group_limit)
         store.dense = hub_dense(store, variant["hub"]) if "hub" in variant else plain_dense  # type: ignore[method-assign]
+        if variant.get("extra"):
+            keys = [f"{k}{variant.get('para_min_tokens', 0) if k == 'para' else ''}" for k in variant["extra"]]
+            for kind, key in zip(variant["extra"], keys, strict=True):
+                if key not in built:
+                    built[key] = extra_vectors(store, embedder, kind, variant.get("para_min_tokens", 0))
+                    print(f"  {target.name}: {len(built[key][0])} {key} vectors", flush=True)
+            scales = {"title": variant.get("title_scale", 1.0)}
+            extras = [(*built[key], scales.get(k, 1.0)) for k, key in zip(variant["extra"], keys, strict=True)]
+            store.dense = extra_dense(store, extras)  # type: ignore[method-assign]
+        if variant.get("fm_title"):
+            if "fm_title" not in built_dense:
+                built_dense["fm_title"] = fm_title_dense(store, embedder, target.docs)
+            store.dense = built_dense["fm_title"]  # type: ignore[method-assign]
+        if "doc_mix" in variant:
+            store.dense = doc_mix_dense(store, variant["doc_mix"])  # type: ignore[method-assign]
         config = RetrievalConfig(**{k: v for k, v in variant.items() if k in CONFIG_FIELDS})
         retriever = Probe(store, encode, glossary, config, probe=variant)
         ranks = {}
