@@ -13,14 +13,14 @@ docs/decisions/0047-fused-encoder-graph.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from ingest.onnx_graph import _Graph
-
 MS = "com.microsoft"
+# The graph being built is ingest.onnx_graph's _Graph, typed Any here: that module imports
+# this one, and an import back, even for type checking only, would be a circle.
+_Graph = Any
 
 
 def _ms(g: _Graph, kind: str, inputs: list[str], outputs: int = 1, **attrs: Any) -> list[str]:
