@@ -142,8 +142,10 @@ def _quantise(fp32: Path) -> Any:
             tmp / "int8.onnx",
             weight_type=QuantType.QInt8,
             per_channel=True,
-            op_types_to_quantize=["MatMul"],
+            op_types_to_quantize=["MatMul", "Attention"],
             nodes_to_quantize=nodes,
+            # ONNX's shape inference gives no type past a com.microsoft node: every tensor here is float
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
         return onnx.load_model(str(tmp / "int8.onnx"))
     finally:

@@ -4,14 +4,19 @@ all-MiniLM-L6-v2 is a 6-layer BERT (width 384, 12 heads) followed by mean poolin
 the real tokens and L2 normalisation; all-mpnet-base-v2, the optional second model, is a
 12-layer MPNet (width 768) with the same pooling (the MPNet differences: below). This module reads the model folder's
 model.safetensors (a JSON header and raw little-endian arrays, read with numpy) and
-config.json, and writes with the `onnx` package a graph of standard ONNX operators doing
-ingest/minilm.py's arithmetic: word + position + token-type-0 embeddings, LayerNorm, six
+config.json, and writes with the `onnx` package a graph doing ingest/minilm.py's arithmetic: word + position + token-type-0 embeddings, LayerNorm, six
 layers of self-attention (padding never attended to), GELU (erf) feed-forward, mean
 pooling, unit length. MPNet differs in three places: no token-type embeddings; positions
 numbered from padding_idx + 1; and a relative position bias added to every layer's
 attention scores, one [heads, L, L] table looked up from 32 buckets of the distance j - i
 (shared by all layers; docs/decisions/0038-mpnet-second-model.md). Built, not exported: torch is needed neither to build it nor to run
 it (docs/decisions/0030-onnx-runtime-encoder.md says why).
+
+The layers are ONNX Runtime's fused operators (ingest/onnx_fused.py: Attention,
+SkipLayerNormalization, BiasGelu, EmbedLayerNormalization), faster on one thread than the
+same arithmetic in standard operators, which ORT_ENABLE_ALL fused only in part
+(docs/decisions/0047-fused-encoder-graph.md); build_graph(fused=False) still writes the
+standard-operator graph, the cross-check tests/test_onnx_fused.py runs the fused one against.
 
 `unsupported` says which model folders this reproduces; any other runs through
 sentence-transformers (ingest/minilm.py), where torch is installed.
@@ -28,14 +33,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ingest import onnx_fused
+
 if TYPE_CHECKING:
     import onnx
 
 # Bumped whenever the graph this module writes (or the choice of MatMuls int8 quantises) changes: it is part of the cache key, so a
 # changed builder never reuses a graph an older one wrote (ingest/onnx_encoder.py).
-BUILDER_VERSION = 2
+BUILDER_VERSION = 3
 # ONNX opset 17: the first with LayerNormalization as one operator (ONNX Runtime runs it
-# as one kernel); every operator used here exists in it.
+# as one kernel); every standard operator used here exists in it. The fused operators are
+# com.microsoft's version 1, in every ONNX Runtime's CPU provider.
 OPSET = 17
 # Added to the attention scores of padding positions: exp(-1e9 - max) is 0.0 in float32,
 # as torch's boolean mask (-inf) gives, without -inf's NaN for a row of padding only.
@@ -183,10 +191,11 @@ def relative_position_buckets(length: int, num_buckets: int = 32, max_distance: 
     return out + np.where(n < exact, n, large)
 
 
-def build_graph(model_dir: Path) -> onnx.ModelProto:
+def build_graph(model_dir: Path, fused: bool = True) -> onnx.ModelProto:
     """The ONNX model of the folder's BERT or MPNet + mean pooling + L2 norm. Inputs: input_ids and
-    attention_mask (int64, [batch, tokens], [CLS] … [SEP], padding masked 0); output:
-    embedding (float32, [batch, width], unit length)."""
+    attention_mask (int64, [batch, tokens], [CLS] … [SEP], padding masked 0 and after the
+    real tokens: the fused Attention reads only each row's count of them); output:
+    embedding (float32, [batch, width], unit length). fused=False: standard operators only."""
     from onnx import TensorProto, checker, helper
 
     why = unsupported(model_dir)
@@ -194,7 +203,7 @@ def build_graph(model_dir: Path) -> onnx.ModelProto:
         raise ValueError(f"{model_dir}: the ONNX builder cannot build this model: {why}")
     config = json.loads((model_dir / "config.json").read_text())
     heads, width = int(config["num_attention_heads"]), int(config["hidden_size"])
-    eps, head = float(config["layer_norm_eps"]), width // heads
+    eps = float(config["layer_norm_eps"])
     w = read_safetensors(model_dir / "model.safetensors")
     g = _Graph()
 
@@ -203,26 +212,13 @@ def build_graph(model_dir: Path) -> onnx.ModelProto:
     # Embeddings: word + position (the first `tokens` rows) + token type 0 (citebot never
     # sends a second segment), the last two summed once here. MPNet has no token types and
     # numbers the real tokens from padding_idx + 1 (padding comes after them here).
-    words = g.op("Gather", g.const(w["embeddings.word_embeddings.weight"], "word_embeddings"), ids, axis=0)
     if kind == "mpnet":
         positions = w["embeddings.position_embeddings.weight"][int(config["pad_token_id"]) + 1 :]
     else:
         positions = w["embeddings.position_embeddings.weight"] + w["embeddings.token_type_embeddings.weight"][0]
     length = g.op("Slice", g.op("Shape", ids), g.const(np.array([1], np.int64)), g.const(np.array([2], np.int64)))
-    pos = g.op(
-        "Slice",
-        g.const(positions.astype(np.float32), "position_embeddings"),
-        g.const(np.array([0], np.int64)),
-        length,
-        g.const(np.array([0], np.int64)),
-    )
-    x = g.layer_norm(g.op("Add", words, pos), w, "embeddings.LayerNorm", eps)
-
-    # The mask as float [batch, 1, 1, tokens]: 0 for real tokens, MASKED_SCORE for padding.
     m = g.op("Cast", mask, to=TensorProto.FLOAT)
-    one = g.const(np.array(1.0, np.float32))
-    bias = g.op("Mul", g.op("Sub", one, m), g.const(np.array(MASKED_SCORE, np.float32)))
-    bias = g.op("Unsqueeze", bias, g.const(np.array([1, 2], np.int64)))
+    relative = None
     if kind == "mpnet":
         # MPNet's relative position bias, [heads, L, L], the top-left corner of the bucket
         # table for the longest sequence its positions allow, looked up once for all layers.
@@ -237,11 +233,104 @@ def build_graph(model_dir: Path) -> onnx.ModelProto:
         relative = g.op(
             "Gather", g.const(w["encoder.relative_attention_bias.weight"], "relative_attention_bias"), corner, axis=0
         )
-        bias = g.op("Add", bias, g.op("Transpose", relative, perm=[2, 0, 1]))
+        relative = g.op("Transpose", relative, perm=[2, 0, 1])
+    layers = range(int(config["num_hidden_layers"]))
+    if fused:
+        x, count = onnx_fused.embeddings(g, ids, mask, positions, w, eps)
+        if relative:
+            relative = g.op("Unsqueeze", relative, g.const(np.array([0], np.int64)))
+        for i in layers:
+            x = onnx_fused.layer(
+                g, x, count, relative, w, f"encoder.layer.{i}.", _ATTENTION[kind], heads, eps, MASKED_SCORE
+            )
+    else:
+        x = _standard_layers(g, w, ids, m, positions, length, relative, kind, heads, width, eps, layers)
+
+    # Mean over the real tokens, then unit length (torch's normalize: divide by max(norm, 1e-12)).
+    m3 = g.op("Unsqueeze", m, g.const(np.array([2], np.int64)))
+    axis1 = g.const(np.array([1], np.int64))
+    total = g.op("ReduceSum", g.op("Mul", x, m3), axis1, keepdims=0)
+    count = g.op("Max", g.op("ReduceSum", m3, axis1, keepdims=0), g.const(np.array(1e-9, np.float32)))
+    pooled = g.op("Div", total, count)
+    norm = g.op("Max", g.op("ReduceL2", pooled, axes=[1], keepdims=1), g.const(np.array(1e-12, np.float32)))
+    g.nodes.append(helper.make_node("Div", [pooled, norm], ["embedding"], name="embedding"))
+
+    graph = helper.make_graph(
+        g.nodes,
+        "citebot-encoder",
+        [
+            helper.make_tensor_value_info(ids, TensorProto.INT64, ["batch", "tokens"]),
+            helper.make_tensor_value_info(mask, TensorProto.INT64, ["batch", "tokens"]),
+        ],
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", width])],
+        g.inits,
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)] + ([helper.make_opsetid(onnx_fused.MS, 1)] if fused else []),
+        producer_name="citebot",
+        producer_version=str(BUILDER_VERSION),
+    )
+    model.ir_version = 8  # the IR of opset 17, which every ONNX Runtime since 1.13 reads
+    checker.check_model(model)
+    return model
+
+
+def quantisable_matmuls(model: onnx.ModelProto) -> list[str]:
+    """The nodes int8 quantisation touches: the attention's projections (query, key, value
+    and output), each by a weight matrix; in the fused graph the packed query/key/value
+    projection is the Attention node's (quantised to QAttention). The attention's two other MatMuls multiply
+    activations by activations: quantising them too gave a cosine of 0.96 to
+    sentence-transformers' vectors. The feed-forward pair (GELU's outliers) stays float: with
+    it quantised the worst cosine on the reference fixture's windows, in the ingest's
+    batches, was 0.986, without it 0.9965 (docs/decisions/0030-onnx-runtime-encoder.md)."""
+    weights = {i.name for i in model.graph.initializer}
+    return [
+        n.name
+        for n in model.graph.node
+        if n.op_type in ("MatMul", "Attention")
+        and n.input[1] in weights
+        and re.search(r"\.attention\.(self\.qkv|output\.dense)\.weight$", n.input[1])
+    ]
+
+
+def _standard_layers(
+    g: _Graph,
+    w: dict[str, np.ndarray],
+    ids: str,
+    m: str,
+    positions: np.ndarray,
+    length: str,
+    relative: str | None,
+    kind: str,
+    heads: int,
+    width: int,
+    eps: float,
+    layers: range,
+) -> str:
+    """The embeddings and layers in standard ONNX operators only (fused=False)."""
+    from onnx import helper
+
+    words = g.op("Gather", g.const(w["embeddings.word_embeddings.weight"], "word_embeddings"), ids, axis=0)
+    pos = g.op(
+        "Slice",
+        g.const(positions.astype(np.float32), "position_embeddings"),
+        g.const(np.array([0], np.int64)),
+        length,
+        g.const(np.array([0], np.int64)),
+    )
+    x = g.layer_norm(g.op("Add", words, pos), w, "embeddings.LayerNorm", eps)
+    # The mask as float [batch, 1, 1, tokens]: 0 for real tokens, MASKED_SCORE for padding.
+    one = g.const(np.array(1.0, np.float32))
+    bias = g.op("Mul", g.op("Sub", one, m), g.const(np.array(MASKED_SCORE, np.float32)))
+    bias = g.op("Unsqueeze", bias, g.const(np.array([1, 2], np.int64)))
+    if relative:
+        bias = g.op("Add", bias, relative)
+    head = width // heads
     split_heads = g.const(np.array([0, 0, heads, head], np.int64))  # 0: keep that dimension
     merge_heads = g.const(np.array([0, 0, width], np.int64))
     scale = g.const(np.array(1.0 / np.sqrt(head), np.float32))
-    for i in range(int(config["num_hidden_layers"])):
+    for i in layers:
         p = f"encoder.layer.{i}."
         # Query, key and value as one matrix: one MatMul instead of three, then split.
         qkv_names, output_name, norm_name = _ATTENTION[kind]
@@ -276,48 +365,4 @@ def build_graph(model_dir: Path) -> onnx.ModelProto:
         out = g.linear(inner, w[p + "output.dense.weight"], w[p + "output.dense.bias"], p + "output.dense")
         x = g.layer_norm(g.op("Add", out, x), w, p + "output.LayerNorm", eps)
 
-    # Mean over the real tokens, then unit length (torch's normalize: divide by max(norm, 1e-12)).
-    m3 = g.op("Unsqueeze", m, g.const(np.array([2], np.int64)))
-    axis1 = g.const(np.array([1], np.int64))
-    total = g.op("ReduceSum", g.op("Mul", x, m3), axis1, keepdims=0)
-    count = g.op("Max", g.op("ReduceSum", m3, axis1, keepdims=0), g.const(np.array(1e-9, np.float32)))
-    pooled = g.op("Div", total, count)
-    norm = g.op("Max", g.op("ReduceL2", pooled, axes=[1], keepdims=1), g.const(np.array(1e-12, np.float32)))
-    g.nodes.append(helper.make_node("Div", [pooled, norm], ["embedding"], name="embedding"))
-
-    graph = helper.make_graph(
-        g.nodes,
-        "citebot-encoder",
-        [
-            helper.make_tensor_value_info(ids, TensorProto.INT64, ["batch", "tokens"]),
-            helper.make_tensor_value_info(mask, TensorProto.INT64, ["batch", "tokens"]),
-        ],
-        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", width])],
-        g.inits,
-    )
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", OPSET)],
-        producer_name="citebot",
-        producer_version=str(BUILDER_VERSION),
-    )
-    model.ir_version = 8  # the IR of opset 17, which every ONNX Runtime since 1.13 reads
-    checker.check_model(model)
-    return model
-
-
-def quantisable_matmuls(model: onnx.ModelProto) -> list[str]:
-    """The MatMul nodes int8 quantisation touches: the attention's projections (query, key,
-    value and output), each by a weight matrix. The attention's two other MatMuls multiply
-    activations by activations: quantising them too gave a cosine of 0.96 to
-    sentence-transformers' vectors. The feed-forward pair (GELU's outliers) stays float: with
-    it quantised the worst cosine on the reference fixture's windows, in the ingest's
-    batches, was 0.986, without it 0.9965 (docs/decisions/0030-onnx-runtime-encoder.md)."""
-    weights = {i.name for i in model.graph.initializer}
-    return [
-        n.name
-        for n in model.graph.node
-        if n.op_type == "MatMul"
-        and n.input[1] in weights
-        and re.search(r"\.attention\.(self\.qkv|output\.dense)\.weight$", n.input[1])
-    ]
+    return x
