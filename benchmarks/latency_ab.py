@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.common import REPO, percentile
+from benchmarks.common import REPO
 
 STAGES = ("analyse", "embed", "dense", "lexical", "fuse", "total")
 BACKENDS = ("embedded", "elasticsearch")
@@ -95,14 +95,10 @@ def main() -> None:
         assert proc.stdin is not None
         proc.stdin.close()
         proc.wait()
+    from benchmarks.retrieval_latency import stage_figures  # here, not in the worker: --base may predate it
+
     result = {
-        name: {
-            backend: {
-                s: {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2), "n": len(v)}
-                for s, v in stages.items()
-            }
-            for backend, stages in by_backend.items()
-        }
+        name: {backend: stage_figures(stages) for backend, stages in by_backend.items()}
         for name, by_backend in samples.items()
     }
     result["same_top5_base_this"] = {

@@ -52,12 +52,13 @@ def measure(store: Store, embedder: Embedder, questions: list[str], glossary: Gl
         for q in questions:
             for stage, ms in retriever.retrieve(q).timings_ms.items():
                 samples.setdefault(stage, []).append(ms)
-    figures = {
-        stage: {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2),
-                "n": len(v)}
-        for stage, v in samples.items()
-    }
-    return figures, tops
+    return stage_figures(samples), tops
+
+
+def stage_figures(samples: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """Each stage's p50, p95 (ms) and sample count."""
+    return {stage: {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2), "n": len(v)}
+            for stage, v in samples.items()}
 
 
 def run(name: str, source, questions: list[str], glossary: Glossary,

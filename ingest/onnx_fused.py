@@ -25,12 +25,7 @@ _Graph = Any
 
 def _ms(g: _Graph, kind: str, inputs: list[str], outputs: int = 1, **attrs: Any) -> list[str]:
     """A com.microsoft node; its first `outputs` outputs named (the rest left unnamed)."""
-    from onnx import helper
-
-    g._n += 1
-    name = f"{kind.lower()}{g._n}"
-    names = [name] if outputs == 1 else [f"{name}_{i}" for i in range(outputs)]
-    g.nodes.append(helper.make_node(kind, inputs, names, name=name, domain=MS, **attrs))
+    names: list[str] = g.node(kind, inputs, outputs, domain=MS, **attrs)
     return names
 
 

@@ -148,12 +148,21 @@ class _Graph:
         return name
 
     def op(self, kind: str, *inputs: str, **attrs: Any) -> str:
+        """A standard operator's node; its one output's name."""
+        return self.node(kind, list(inputs), **attrs)[0]
+
+    def node(
+        self, kind: str, inputs: list[str], outputs: int = 1, domain: str | None = None, **attrs: Any
+    ) -> list[str]:
+        """A node of the operator set `domain` (None: standard; ONNX Runtime's com.microsoft,
+        ingest/onnx_fused.py); its first `outputs` outputs named (any others left unnamed)."""
         from onnx import helper
 
         self._n += 1
-        out = f"{kind.lower()}{self._n}"
-        self.nodes.append(helper.make_node(kind, list(inputs), [out], name=out, **attrs))
-        return out
+        name = f"{kind.lower()}{self._n}"
+        names = [name] if outputs == 1 else [f"{name}_{i}" for i in range(outputs)]
+        self.nodes.append(helper.make_node(kind, inputs, names, name=name, domain=domain, **attrs))
+        return names
 
     def linear(self, x: str, weight: np.ndarray, bias: np.ndarray, name: str) -> str:
         """x @ weight.T + bias, weight as torch stores it ([out, in])."""
