@@ -77,8 +77,8 @@ class Probe(Retriever):
             return False
         return Retriever.is_phrase(gram)
 
-    def _dense_arm(self, question, expansions, scope, timings):
-        vector, plain, ranked = super()._dense_arm(question, expansions, scope, timings)
+    def _dense_arm(self, question, expansions, scope, timings, begun):
+        vector, plain, ranked = super()._dense_arm(question, expansions, scope, timings, begun)
         f = focus(question)
         if self.probe.get("focus_dense") and f.changed:
             best = dict(ranked)

@@ -2,7 +2,8 @@
 rankings, the address rule (a rare exact phrase or a decisively rare name names its
 passages, which rank first), and the superseded-document discount.
 
-search/retrieve.py decides what is searched; this module only scores and orders.
+search/retrieve.py decides what is searched; this module only scores and orders, and
+writes the order as hits.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 
 from search.retrieval_config import RARE_MAX_DF, RARE_MIN_LETTERS, SUPERSEDED_WEIGHT
-from search.types import Chunk
+from search.scope import Scope
+from search.types import Chunk, Hit
 
 Ranking = Sequence[tuple[str, float]]
 
@@ -77,3 +79,43 @@ def addresses_first(fused: Mapping[str, float], addressed: Mapping[str, float], 
     """The top_k candidates: addressed ones first (by address score), then by fused score;
     ties by chunk id, so the order never depends on the arms' dict order."""
     return sorted(fused, key=lambda c: (-addressed.get(c, 0.0), -fused[c], c))[:top_k]
+
+
+def as_hits(
+    order: Sequence[str],
+    chunks: Mapping[str, Chunk],
+    fused: Mapping[str, float],
+    dense: Ranking,
+    lexical: Ranking,
+    addressed: Mapping[str, float],
+    scope: Scope | None,
+) -> list[Hit]:
+    """The ordered chunks as hits, with each arm's rank and score and why it is there
+    (an id without its chunk in `chunks` is left out)."""
+    dense_rank = {cid: i + 1 for i, (cid, _) in enumerate(dense)}
+    lexical_rank = {cid: i + 1 for i, (cid, _) in enumerate(lexical)}
+    dense_score = dict(dense)
+    lexical_score = dict(lexical)
+    hits = []
+    for cid in order:
+        if cid not in chunks:
+            continue
+        if scope is not None and not scope.allows(chunks[cid].source):
+            continue  # the stores never return one; a second lock on the same door
+        reasons = []
+        if cid in addressed:
+            reasons.append("address")
+        if chunks[cid].superseded:
+            reasons.append("superseded")
+        hits.append(
+            Hit(
+                chunk=chunks[cid],
+                score=round(fused[cid] + addressed.get(cid, 0.0), 6),
+                dense_rank=dense_rank.get(cid),
+                lexical_rank=lexical_rank.get(cid),
+                dense_score=dense_score.get(cid),
+                lexical_score=lexical_score.get(cid),
+                reasons=reasons,
+            )
+        )
+    return hits

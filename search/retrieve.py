@@ -25,9 +25,10 @@ from typing import Literal
 import numpy as np
 
 from search import calibration, fusion, typos
+from search.dense_arm import Begun, with_aliases
 from search.errors import CitebotError
 from search.focus import focus
-from search.glossary import Expansion, Glossary, with_other_names
+from search.glossary import Expansion, Glossary
 from search.retrieval import Retrieval, boundary_neighbour, given_chunks, widen_hits
 from search.retrieval_config import (
     CALIBRATION_TTL_S,
@@ -215,16 +216,32 @@ class Retriever:
         limited = limiting(scope)
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        asked = self._analyse(question, limited)
+        # The question's embedding and dense read, on a worker beside the analysis and the
+        # lexical arm; joined before fusion (search/dense_arm.py). A failure surfaces as it
+        # would in the order analysis, dense arm, lexical arm.
+        begun = Begun(self.encode_query, self.store, question, self.config.pool, limited) if mode != "lexical" else None
+        try:
+            asked = self._analyse(question, limited)
+        except BaseException:
+            if begun is not None:
+                begun.settle()
+            raise
         timings["analyse"] = (time.perf_counter() - t0) * 1000
+        lexical = _LexicalArm()
+        lexical_ms: dict[str, float] = {}
+        try:
+            if mode in ("lexical", "hybrid"):
+                lexical = self._lexical_arm(question, asked, limited, lexical_ms)
+        except BaseException:
+            if begun is not None:
+                begun.result()  # the dense arm's failure first, as when it ran before this one
+            raise
         vector: np.ndarray | None = None
         dense: list[tuple[str, float]] = []
         plain: list[tuple[str, float]] = []  # the question's own: the gate reads only these
-        if mode in ("dense", "hybrid"):
-            vector, plain, dense = self._dense_arm(question, asked.expansions, limited, timings)
-        lexical = _LexicalArm()
-        if mode in ("lexical", "hybrid"):
-            lexical = self._lexical_arm(question, asked, limited, timings)
+        if begun is not None:
+            vector, plain, dense = self._dense_arm(question, asked.expansions, limited, timings, begun)
+        timings.update(lexical_ms)
         hits = self._ranked(question, asked, dense, lexical, top_k, limited, timings)
         null = self.null_distribution() if plain else None
         support = support_of(
@@ -290,7 +307,9 @@ class Retriever:
             t = time.perf_counter()
             order = self._rerank(question, order, lexical.addressed, fused, scope)
             timings["rerank"] = (time.perf_counter() - t) * 1000
-        hits = self._hits(order, candidates, fused, dense, lexical, scope)
+        missing = [c for c in order if c not in candidates]
+        chunks = {**candidates, **{c.chunk_id: c for c in self.store.get_chunks(missing)}}
+        hits = fusion.as_hits(order, chunks, fused, dense, lexical.ranking, lexical.addressed, scope)
         if self.config.widen:
             hits = widen_hits(hits, lambda c: self.boundary_neighbour(c, asked.terms, scope), top_k)
         return hits
@@ -329,30 +348,23 @@ class Retriever:
         return _Analysis(terms, dfs, n_chunks, corrections, expansions, flooded)
 
     def _dense_arm(
-        self, question: str, expansions: list[Expansion], scope: Scope | None, timings: dict[str, float]
+        self, question: str, expansions: list[Expansion], scope: Scope | None, timings: dict[str, float], begun: Begun
     ) -> tuple[np.ndarray, list[tuple[str, float]], list[tuple[str, float]]]:
-        """The question embedded, the store's nearest chunks by their best window, and the
-        arm's ranking: with glossary names (those left after the flood rule), the question
-        embedded once more with every other name beside its own, each chunk keeping its
-        better score of the two (docs/decisions/0032-aliases-in-the-dense-arm.md)."""
+        """The begun arm joined: the question's vector, its nearest chunks, and the arm's
+        ranking, with glossary names embedded once more (search/dense_arm.py). `dense_wait`
+        is how long the retrieval waited here for the worker (0 when it had finished)."""
         t = time.perf_counter()
-        vector = self.encode_query(question)
-        timings["embed"] = (time.perf_counter() - t) * 1000
-        t = time.perf_counter()
-        plain = self.store.dense(vector, self.config.pool, scope=scope)
-        timings["dense"] = (time.perf_counter() - t) * 1000
+        done = begun.result()
+        timings.update(done.timings)
+        timings["dense_wait"] = (time.perf_counter() - t) * 1000
         if not expansions:
-            return vector, plain, plain
+            return done.vector, done.ranking, done.ranking
         t = time.perf_counter()
-        named = self.store.dense(
-            self.encode_query(with_other_names(question, expansions)), self.config.pool, scope=scope
+        ranked = with_aliases(
+            self.encode_query, self.store, question, expansions, done.ranking, self.config.pool, scope
         )
         timings["dense_aliases"] = (time.perf_counter() - t) * 1000
-        best = dict(plain)
-        for cid, score in named:
-            best[cid] = max(score, best.get(cid, score))
-        ranked = sorted(best.items(), key=lambda cs: (-cs[1], cs[0]))[: self.config.pool]
-        return vector, plain, ranked
+        return done.vector, done.ranking, ranked
 
     def _lexical_arm(
         self, question: str, asked: _Analysis, scope: Scope | None, timings: dict[str, float]
@@ -416,47 +428,6 @@ class Retriever:
         candidates = {c.chunk_id: c for c in self.store.get_chunks(list(fused))}
         fusion.discount_superseded(fused, candidates)
         return fused, candidates, fusion.addresses_first(fused, lexical.addressed, top_k)
-
-    def _hits(
-        self,
-        order: list[str],
-        candidates: dict[str, Chunk],
-        fused: dict[str, float],
-        dense: list[tuple[str, float]],
-        lexical: _LexicalArm,
-        scope: Scope | None,
-    ) -> list[Hit]:
-        """The ordered chunks as hits, with each arm's rank and score and why it is there."""
-        addressed = lexical.addressed
-        dense_rank = {cid: i + 1 for i, (cid, _) in enumerate(dense)}
-        lexical_rank = {cid: i + 1 for i, (cid, _) in enumerate(lexical.ranking)}
-        dense_score = dict(dense)
-        lexical_score = dict(lexical.ranking)
-        missing = [c for c in order if c not in candidates]
-        chunks = {**candidates, **{c.chunk_id: c for c in self.store.get_chunks(missing)}}
-        hits = []
-        for cid in order:
-            if cid not in chunks:
-                continue
-            if scope is not None and not scope.allows(chunks[cid].source):
-                continue  # the stores never return one; a second lock on the same door
-            reasons = []
-            if cid in addressed:
-                reasons.append("address")
-            if chunks[cid].superseded:
-                reasons.append("superseded")
-            hits.append(
-                Hit(
-                    chunk=chunks[cid],
-                    score=round(fused[cid] + addressed.get(cid, 0.0), 6),
-                    dense_rank=dense_rank.get(cid),
-                    lexical_rank=lexical_rank.get(cid),
-                    dense_score=dense_score.get(cid),
-                    lexical_score=lexical_score.get(cid),
-                    reasons=reasons,
-                )
-            )
-        return hits
 
     def _rerank(
         self,
