@@ -1,7 +1,8 @@
 """Retrieval latency per stage of two revisions, interleaved pass by pass in one run.
 
     git archive main | (mkdir -p /tmp/base && tar -x -C /tmp/base)
-    CITEBOT_BENCH_ES_URL=http://127.0.0.1:PORT .venv/bin/python -m benchmarks.latency_ab --base /tmp/base [--json]
+    CITEBOT_BENCH_ES_URL=http://127.0.0.1:PORT .venv/bin/python -m benchmarks.latency_ab --base /tmp/base \
+        [--rounds N] [--concurrency C] [--json]
 
 On a shared machine two runs of `benchmarks.retrieval_latency` minutes apart differ by more
 than most changes (the query embedding alone went 15 → 31 ms between runs at load 6). Here
@@ -9,7 +10,9 @@ one worker process per revision (this checkout and --base, each importing its ow
 loads the rust-doc corpus (benchmarks/corpus.py) on both backends and warms up; then the
 workers take turns, one pass over the questions each, in the order A B B A, so that load
 that comes and goes falls on both alike. Prints each stage's p50 (p95) per revision and
-backend, over all passes.
+backend, over all passes. With --concurrency C a pass asks its questions from C threads at
+once, as the bot's turn threads do (bot/slack/pool.py TURN_WORKERS), and the figures gain
+`wall` (ms per pass).
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ import json
 import os
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks.common import REPO
 
-STAGES = ("analyse", "embed", "dense", "lexical", "fuse", "total")
+STAGES = ("analyse", "embed", "dense", "dense_wait", "lexical", "fuse", "total", "wall")
 BACKENDS = ("embedded", "elasticsearch")
 
 
@@ -44,11 +49,15 @@ def worker() -> None:
         tops[backend] = [[h.chunk.chunk_id for h in retriever.retrieve(q).hits[:5]] for q in corpus.QUESTIONS]
     print(json.dumps({"ready": True, "tops": tops}), flush=True)
     for line in sys.stdin:
-        backend = line.split()[1]
+        _, backend, threads = line.split()
         samples: dict[str, list[float]] = {}
-        for q in corpus.QUESTIONS:
-            for stage, ms in retrievers[backend].retrieve(q).timings_ms.items():
-                samples.setdefault(stage, []).append(ms)
+        started = time.perf_counter()
+        with ThreadPoolExecutor(int(threads)) as pool:
+            asked = [retrievers[backend]] * len(corpus.QUESTIONS)
+            for timings in pool.map(lambda r, q: r.retrieve(q).timings_ms, asked, corpus.QUESTIONS):
+                for stage, ms in timings.items():
+                    samples.setdefault(stage, []).append(ms)
+        samples["wall"] = [(time.perf_counter() - started) * 1000]
         print(json.dumps(samples), flush=True)
 
 
@@ -66,10 +75,15 @@ def start(tree: Path) -> subprocess.Popen:
     return proc
 
 
+def _figure(f: dict | None) -> str:
+    return f"{f['p50']:7.2f} ({f['p95']:6.1f})" if f else f"{'—':>16s}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", type=Path, help="a checkout of the revision to compare with")
     parser.add_argument("--rounds", type=int, default=6, help="A B B A rounds per backend")
+    parser.add_argument("--concurrency", type=int, default=1, help="threads asking at once in a pass")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -87,7 +101,7 @@ def main() -> None:
             for name in order:
                 proc = procs[name]
                 assert proc.stdin is not None and proc.stdout is not None
-                proc.stdin.write(f"pass {backend}\n")
+                proc.stdin.write(f"pass {backend} {args.concurrency}\n")
                 proc.stdin.flush()
                 for stage, values in json.loads(proc.stdout.readline()).items():
                     samples[name][backend].setdefault(stage, []).extend(values)
@@ -112,8 +126,8 @@ def main() -> None:
         print(f"\n{backend}: p50 (p95) ms, base → this")
         for s in STAGES:
             a, b = result["base"][backend].get(s), result["this"][backend].get(s)
-            if a and b:
-                print(f"  {s:8s} {a['p50']:7.2f} ({a['p95']:6.1f}) → {b['p50']:7.2f} ({b['p95']:6.1f})")
+            if a or b:
+                print(f"  {s:10s} {_figure(a)} → {_figure(b)}")
     print(f"same top 5 (as a set), of {len(procs['base'].tops['embedded'])}: {result['same_top5_base_this']}")  # type: ignore[attr-defined]
 
 
