@@ -1,8 +1,9 @@
 """Retrieval latency per stage, p50 and p95, on both backends and two corpora.
 
 Stages are Retriever.retrieve's timings_ms: analyse (document frequencies, typo fixes,
-alias flood checks), embed (the query vector), dense, lexical, fuse, rerank (when a
-reranker is configured) and total. Corpora: examples/ (the 72 labelled questions) and
+alias flood checks), embed (the query vector), dense, dense_wait (what the retrieval
+waited for those two, run on a worker beside analyse and lexical: search/dense_arm.py, so
+total is not their sum), lexical, fuse, rerank (when a reranker is configured) and total. Corpora: examples/ (the 72 labelled questions) and
 the Rust books and standard library reference from Debian's rust-doc, 10,000+ chunks
 (benchmarks/corpus.py fetches and embeds it once into ~/.cache/citebot/bench/rust-doc; the
 first run builds it, about 6 minutes on 2 shared cores). Also prints the share of questions whose top 5 is the same on both backends.
@@ -37,7 +38,7 @@ from search.store import Store
 
 # Passes over the question set after one warm-up pass (caches, JIT, HNSW pages).
 PASSES = {"examples": 2, "rust": 5}
-STAGES = ("analyse", "embed", "dense", "lexical", "fuse", "rerank", "total")
+STAGES = ("analyse", "embed", "dense", "dense_wait", "lexical", "fuse", "rerank", "total")
 
 
 def measure(store: Store, embedder: Embedder, questions: list[str], glossary: Glossary,
