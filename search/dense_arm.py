@@ -12,7 +12,8 @@ concurrent Slack turns already call from their own threads (the Embedder takes a
 around its model call); the store's `dense`, which the embedded store runs under its lock
 (every SQLite statement does: search/embedded_connection.py, SerialConnection; `dense`
 reads `PRAGMA data_version` there, its scope mask is Python), and which on Elasticsearch is
-one request on the client's thread-safe connection pool.
+one request on the client's thread-safe connection pool. (So a caller must not hold the
+embedded store's lock while it retrieves: the worker would wait for it, and it for the worker.)
 
 A failure is the caller's, as if the arms ran in sequence: `result()` raises the worker's
 exception itself (its type, message and cause), and the caller joins the worker before it

@@ -9,6 +9,9 @@
     ─▶ addresses first: a decisively rare term or a rare exact phrase names a passage,
        it does not cast one vote among many
 
+The question's own embedding and dense read run on a worker thread beside the analysis and
+the lexical arm, joined before fusion (search/dense_arm.py).
+
 A scope (search/scope.py) is applied by the store in every read below: both arms, the
 phrase and rare-term addresses, alias flood counts, typo fixes (the vocabulary), the
 gate's statistics (document frequencies, chunk count) and widening.
