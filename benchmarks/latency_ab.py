@@ -12,7 +12,10 @@ workers take turns, one pass over the questions each, in the order A B B A, so t
 that comes and goes falls on both alike. Prints each stage's p50 (p95) per revision and
 backend, over all passes. With --concurrency C a pass asks its questions from C threads at
 once, as the bot's turn threads do (bot/slack/pool.py TURN_WORKERS), and the figures gain
-`wall` (ms per pass).
+`wall` (ms per pass). On Linux each retrieval also gives its calling thread's CPU time and
+its wait for a core (`caller_cpu`, `caller_runq`, from /proc/self/task/TID/schedstat):
+where two threads of one process get no more CPU than one, the second shows as the first's
+wait (docs/decisions/0052-overlapped-arms.md).
 """
 
 from __future__ import annotations
@@ -22,18 +25,37 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks.common import REPO
 
-STAGES = ("analyse", "embed", "dense", "dense_wait", "lexical", "fuse", "total", "wall")
+STAGES = ("analyse", "embed", "dense", "dense_wait", "lexical", "fuse", "total", "caller_cpu", "caller_runq", "wall")
 BACKENDS = ("embedded", "elasticsearch")
 
 
+def _schedstat() -> tuple[float, float]:
+    """The calling thread's CPU time and time runnable but waiting for a core, ms (0, 0
+    where the kernel does not say)."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+            cpu, runq = f.read().split()[:2]
+    except OSError:
+        return 0.0, 0.0
+    return int(cpu) / 1e6, int(runq) / 1e6
+
+
+def _timed(retriever, question: str) -> dict[str, float]:
+    cpu, runq = _schedstat()
+    timings = dict(retriever.retrieve(question).timings_ms)
+    cpu_after, runq_after = _schedstat()
+    return {**timings, "caller_cpu": round(cpu_after - cpu, 2), "caller_runq": round(runq_after - runq, 2)}
+
+
 def worker() -> None:
-    """Answer `pass BACKEND` on stdin with one JSON line of stage timings (lists, ms)."""
+    """Answer `pass BACKEND THREADS` on stdin with one JSON line of stage timings (lists, ms)."""
     import bot  # noqa: F401 - numpy's BLAS threads as in citebot
     from benchmarks import corpus
     from ingest.embedder import Embedder
@@ -54,7 +76,7 @@ def worker() -> None:
         started = time.perf_counter()
         with ThreadPoolExecutor(int(threads)) as pool:
             asked = [retrievers[backend]] * len(corpus.QUESTIONS)
-            for timings in pool.map(lambda r, q: r.retrieve(q).timings_ms, asked, corpus.QUESTIONS):
+            for timings in pool.map(_timed, asked, corpus.QUESTIONS):
                 for stage, ms in timings.items():
                     samples.setdefault(stage, []).append(ms)
         samples["wall"] = [(time.perf_counter() - started) * 1000]
