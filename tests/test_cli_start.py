@@ -25,7 +25,9 @@ HEAVY = ("torch", "transformers", "sentence_transformers")
 # What the embedded, extractive default never uses: Redis (REDIS_URL unset), the graph
 # builder (the graph is cached), Claude, Slack and Elasticsearch. redis-py was 0.08 s of
 # every `citebot ask` when bot.memory imported it whether or not REDIS_URL was set.
-UNUSED_BY_DEFAULT = ("redis", "onnx", "anthropic", "slack_bolt", "slack_sdk", "elasticsearch")
+# pydantic-settings is no dependency any more: its import was 0.1 s of every command
+# (docs/decisions/0051-settings-without-pydantic-settings.md).
+UNUSED_BY_DEFAULT = ("redis", "onnx", "anthropic", "slack_bolt", "slack_sdk", "elasticsearch", "pydantic_settings")
 
 _RUN = (
     "import atexit, json, sys\n"
