@@ -6,6 +6,7 @@ components are built from them and handed on. Errors exit non-zero with the mess
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import sys
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
 # Spelled here so `citebot --help` imports neither numpy nor the retriever: a command
 # imports only what it uses (see bot/wiring.py).
 MODES = ("dense", "lexical", "hybrid")
+# One question, then the process ends: no cyclic garbage collection while these run. Their
+# imports make some 600 modules' objects, which the collector walked again and again: about
+# 80 ms of `ask`'s CPU at load 7 (docs/decisions/0051-settings-without-pydantic-settings.md).
+ONE_QUESTION_COMMANDS = ("ask", "search")
 
 
 def _emit(obj: object) -> None:
@@ -58,6 +63,8 @@ class _Context:
 @click.pass_context
 def cli(ctx: click.Context, store: Path | None) -> None:
     """citebot: answers from your documents, every claim cited and checked."""
+    if ctx.invoked_subcommand in ONE_QUESTION_COMMANDS:
+        gc.disable()
     from bot.logs import configure
     from bot.settings import load_settings
 

@@ -1,7 +1,8 @@
 """The one settings object: environment variables (CITEBOT_ prefix) and .env, read once.
 
-Only the entry point (bot.cli) builds it; every component gets what it needs as plain
-arguments. Secrets are SecretStr, so they never print.
+Only the entry point (bot.cli) builds it, with load_settings; every component gets what it
+needs as plain arguments. Secrets are SecretStr, so they never print. bot/settings_env.py
+says where each value comes from; the model here checks it.
 """
 
 from __future__ import annotations
@@ -12,9 +13,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
+from bot.settings_env import ENV_FILE, PREFIX, aliases, settings_input
 from ingest.limits import (
     MAX_FILE_BYTES,
     MAX_HTML_DEPTH,
@@ -78,17 +88,12 @@ def _default_cache() -> Path:
     return Path.home() / ".cache" / "citebot"
 
 
-class Settings(BaseSettings):
+class Settings(BaseModel):
     """Everything configurable. Unset service URLs select the embedded defaults."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="CITEBOT_",
-        env_file=".env",
-        env_file_encoding="utf-8",
-        extra="ignore",
-        frozen=True,
-        populate_by_name=True,
-    )
+    # validate_default: a default is checked as a value set would be (the client secret's
+    # pairing with the client id, the scopes' form).
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, validate_default=True)
 
     store: Path = Field(default_factory=_default_store, description="embedded store directory")
     es_url: str | None = Field(None, description="Elasticsearch URL; unset = embedded store")
@@ -379,11 +384,10 @@ class Settings(BaseSettings):
 
 def load_settings(**overrides: Any) -> Settings:
     """Read the settings once; a bad value fails here with its variable name and the fix."""
-    env_file = Path(str(Settings.model_config.get("env_file")))
-    if env_file.is_file():  # pydantic-settings would raise a bare UnicodeDecodeError
-        read_setting_file(env_file, str(env_file), "a file of NAME=value lines, or remove it")
+    if ENV_FILE.is_file():  # python-dotenv would raise a bare UnicodeDecodeError
+        read_setting_file(ENV_FILE, str(ENV_FILE), "a file of NAME=value lines, or remove it")
     try:
-        return Settings(**overrides)
+        return Settings(**settings_input(Settings.model_fields, overrides))
     except ValidationError as exc:
         # Only each error's message, never its input (a URL's password, a token); and not
         # chained, since the ValidationError's own text quotes the inputs.
@@ -466,8 +470,7 @@ def env_name(field: str) -> str:
     """The environment variable a person sets for a field (or one of its aliases), e.g.
     redis_url -> REDIS_URL, not CITEBOT_REDIS_URL."""
     for name, info in Settings.model_fields.items():
-        alias = info.validation_alias
-        choices = [str(c) for c in alias.choices] if isinstance(alias, AliasChoices) else []
+        choices = aliases(info)
         if field == name or field in choices:
-            return choices[0] if choices else "CITEBOT_" + name.upper()
-    return field.upper() if field.isupper() else "CITEBOT_" + field.upper()
+            return choices[0] if choices else PREFIX + name.upper()
+    return field.upper() if field.isupper() else PREFIX + field.upper()

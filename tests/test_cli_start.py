@@ -25,7 +25,9 @@ HEAVY = ("torch", "transformers", "sentence_transformers")
 # What the embedded, extractive default never uses: Redis (REDIS_URL unset), the graph
 # builder (the graph is cached), Claude, Slack and Elasticsearch. redis-py was 0.08 s of
 # every `citebot ask` when bot.memory imported it whether or not REDIS_URL was set.
-UNUSED_BY_DEFAULT = ("redis", "onnx", "anthropic", "slack_bolt", "slack_sdk", "elasticsearch")
+# pydantic-settings is no dependency any more: its import was 0.1 s of every command
+# (docs/decisions/0051-settings-without-pydantic-settings.md).
+UNUSED_BY_DEFAULT = ("redis", "onnx", "anthropic", "slack_bolt", "slack_sdk", "elasticsearch", "pydantic_settings")
 
 _RUN = (
     "import atexit, json, sys\n"
@@ -75,3 +77,32 @@ def test_an_ingest_imports_no_torch_either(tmp_path, embedder):
     """The ingest embeds every window on ONNX Runtime, into a store of its own."""
     assert heavy_modules(["ingest", str(REPO / "examples" / "handbook" / "people")], tmp_path / "store") == []
     assert any((tmp_path / "store").iterdir())  # it did ingest
+
+
+_GC = (
+    "import atexit, gc, json, sys\n"
+    "atexit.register(lambda: print('GC ' + json.dumps(gc.isenabled()), file=sys.stderr))\n"
+    "from bot.cli import main\n"
+    "sys.argv = ['citebot', *json.loads(sys.argv[1])]\n"
+    "main()\n"
+)
+
+
+def collects_garbage(args: list[str], store: Path) -> bool:
+    """Whether the command's process still had cyclic garbage collection on at exit."""
+    out = subprocess.run([sys.executable, "-c", _GC, json.dumps(args)], cwd=REPO, timeout=600, check=False,
+                         env=dict(os.environ, CITEBOT_STORE=str(store)), capture_output=True, text=True)
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("GC ")]
+    return json.loads(line.removeprefix("GC "))
+
+
+def test_commands_that_go_on_keep_collecting_garbage(small_store):
+    """Only a one-question command turns the collector off (bot.cli.ONE_QUESTION_COMMANDS)."""
+    assert collects_garbage(["chunks"], small_store.directory)
+    assert collects_garbage(["turns", "show", "t-000000000000"], small_store.directory)
+
+
+@pytest.mark.slow
+def test_one_question_runs_without_the_garbage_collector(examples_store):
+    """Its imports' objects were walked again and again: decision 0051."""
+    assert not collects_garbage(["ask", "who picks the tasks for each robot"], examples_store.directory)
