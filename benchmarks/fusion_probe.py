@@ -30,7 +30,7 @@ once. A variant is a JSON object of RetrievalConfig fields (`dense_weight`, `rrf
 - `prf` [m, α]: the dense arm searches again with the question's vector plus α × the mean
   of the best windows of its first m chunks (pseudo-relevance feedback), and ranks by that;
 - `fm_title`: every window embedded again with the `title:` of its Markdown document's
-  front matter heading its heading path (the path lacks it: the loader reads only `url:`).
+  front matter heading its heading path (the path lacks it: the loader names the page with it, 0055).
 
 Prints, per collection and variant: n, R@1, R@5, MRR and paraphrase R@5 (hybrid, or
 `"mode"` in the variant), and with --ranks each item's first relevant rank.

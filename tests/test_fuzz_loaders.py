@@ -19,7 +19,7 @@ pytestmark = pytest.mark.fuzz
 LONG_INPUTS = settings(FUZZ_SETTINGS, max_examples=15)
 
 # '#' and the blanks twice: runs of only them are what heading and front matter patterns scan.
-_MARKDOWN = ["#", "#", " ", " ", "\t", "*", "_", "`", "[", "]", "<", ">", " ", "\t", "\n", "=", "-", "~", ".", "a", "url:", "---"]
+_MARKDOWN = ["#", "#", " ", " ", "\t", "*", "_", "`", "[", "]", "<", ">", " ", "\t", "\n", "=", "-", "~", ".", "a", "url:", "title:", "'", "---"]
 _HTML = ["<a ", "<a b='", "<", ">", "/", "=", '"', "'", " ", "\n", "#", "*", "_", "`", "[", "]", "&", ";", "a", "p", "li", "h2",
          "main", "role", "<p>", "</p>", "<li>", "<ul>", "</div>", "<h2>", "</h2>", "<a href=\"#x\">", "</a>", "<!--"]
 
@@ -40,7 +40,7 @@ def adversarial(draw, pieces: list[str], openers: list[str], min_chars: int = 30
         text += draw(st.sampled_from(openers)) + unit * (length // len(unit)) + draw(st.sampled_from(ends))
     return text
 
-_LINE_OPENERS = ["\n", "\n# a", "\n### a", "\nurl: a", "\n    a", "\n```a"]
+_LINE_OPENERS = ["\n", "\n# a", "\n### a", "\nurl: a", "\ntitle: a", "\n    a", "\n```a"]
 
 
 @LONG_INPUTS

@@ -19,7 +19,7 @@ from ingest.loaders.common import decode_text
 from ingest.loaders.dispatch import FORMATS, load, parse
 from ingest.loaders.docx import load_docx
 from ingest.loaders.html import load_html
-from ingest.loaders.markdown import front_matter_url, load_markdown
+from ingest.loaders.markdown import front_matter_title, front_matter_url, load_markdown
 from ingest.loaders.odt import load_odt
 from ingest.loaders.pdf import load_pdf
 from ingest.loaders.pptx import load_pptx
@@ -27,6 +27,7 @@ from ingest.loaders.pptx import load_pptx
 __all__ = [
     "FORMATS",
     "decode_text",
+    "front_matter_title",
     "front_matter_url",
     "load",
     "load_docx",
