@@ -72,6 +72,7 @@ class _Analysis:
     corrections: dict[str, str]
     expansions: list[Expansion]
     flooded: list[str]
+    fixed_dfs: dict[str, int] = field(default_factory=dict)  # the typo fixes' own, as counted
 
 
 @dataclass
@@ -79,6 +80,7 @@ class _LexicalArm:
     """The lexical arm's ranking and the addresses it found (chunk id -> address score)."""
 
     ranking: list[tuple[str, float]] = field(default_factory=list)
+    chunks: dict[str, Chunk] = field(default_factory=dict)  # read with the ranking (Store.lexical)
     addressed: dict[str, float] = field(default_factory=dict)
     addresses: list[str] = field(default_factory=list)
 
@@ -124,10 +126,18 @@ class Retriever:
     def correct_typos(self, terms: Sequence[str], dfs: dict[str, int], scope: Scope | None = None) -> dict[str, str]:
         """Fix only words absent from the collection, to the closest frequent word. The
         store offers the candidates (it never hands over its whole vocabulary)."""
+        return self._typo_fixes(terms, dfs, scope)[0]
+
+    def _typo_fixes(
+        self, terms: Sequence[str], dfs: dict[str, int], scope: Scope | None
+    ) -> tuple[dict[str, str], dict[str, int]]:
+        """correct_typos, and the fixes' document frequencies it read (kept for the
+        rare-name rule, which would otherwise read them again)."""
         fixes: dict[str, str] = {}
+        fdfs: dict[str, int] = {}
         absent = [t for t in terms if dfs.get(t, 0) == 0 and len(t) >= 4 and t.isalpha()]
         if not absent:
-            return fixes
+            return fixes, fdfs
         offered = self.store.spelling_candidates(absent, scope=scope)
         for term in absent:
             fix = typos.closest(term, offered.get(term, ()))
@@ -136,7 +146,7 @@ class Retriever:
         if fixes:
             fdfs = self.store.doc_freqs(list(fixes.values()), scope=scope)
             fixes = {t: c for t, c in fixes.items() if fdfs.get(c, 0) > 0}
-        return fixes
+        return fixes, fdfs
 
     def spread(self, name: str, scope: Scope | None = None) -> Counter[str]:
         """Chunks holding the exact name, counted by source document."""
@@ -242,10 +252,11 @@ class Retriever:
         vector: np.ndarray | None = None
         dense: list[tuple[str, float]] = []
         plain: list[tuple[str, float]] = []  # the question's own: the gate reads only these
+        read = dict(lexical.chunks)  # chunks the arms' reads brought along (Store.dense, .lexical)
         if begun is not None:
-            vector, plain, dense = self._dense_arm(question, asked.expansions, limited, timings, begun)
+            vector, plain, dense = self._dense_arm(question, asked.expansions, limited, timings, begun, read)
         timings.update(lexical_ms)
-        hits = self._ranked(question, asked, dense, lexical, top_k, limited, timings)
+        hits = self._ranked(question, asked, dense, lexical, top_k, limited, timings, read)
         null = self.null_distribution() if plain else None
         support = support_of(
             asked.terms,
@@ -299,10 +310,11 @@ class Retriever:
         top_k: int,
         scope: Scope | None,
         timings: dict[str, float],
+        read: dict[str, Chunk],
     ) -> list[Hit]:
         """The arms fused, reranked when configured, as hits, widened when configured."""
         t = time.perf_counter()
-        fused, candidates, order = self._fuse(dense, lexical, top_k)
+        fused, candidates, order = self._fuse(dense, lexical, top_k, read)
         timings["fuse"] = (time.perf_counter() - t) * 1000
         if self.config.rerank:
             if self.reranker is None:
@@ -342,29 +354,37 @@ class Retriever:
         glossary aliases with the flooding ones left out."""
         cfg = self.config
         terms = content_words(question)
-        dfs = self.store.doc_freqs(terms, scope=scope) if terms else {}
-        n_chunks = max(1, self.store.chunk_count(scope=scope))
-        corrections = self.correct_typos(terms, dfs, scope) if cfg.typo_fix else {}
+        dfs, count = self.store.term_stats(terms, scope=scope)  # one round trip on Elasticsearch
+        n_chunks = max(1, count)
+        corrections, fixed_dfs = self._typo_fixes(terms, dfs, scope) if cfg.typo_fix else ({}, {})
         expansions = self.glossary.expansions(question) if cfg.aliases else []
         flooded = [e.expands_to for e in expansions if self._floods(e, scope)]
         expansions = [e for e in expansions if e.expands_to not in flooded]
-        return _Analysis(terms, dfs, n_chunks, corrections, expansions, flooded)
+        return _Analysis(terms, dfs, n_chunks, corrections, expansions, flooded, fixed_dfs)
 
     def _dense_arm(
-        self, question: str, expansions: list[Expansion], scope: Scope | None, timings: dict[str, float], begun: Begun
+        self,
+        question: str,
+        expansions: list[Expansion],
+        scope: Scope | None,
+        timings: dict[str, float],
+        begun: Begun,
+        read: dict[str, Chunk],
     ) -> tuple[np.ndarray, list[tuple[str, float]], list[tuple[str, float]]]:
         """The begun arm joined: the question's vector, its nearest chunks, and the arm's
-        ranking, with glossary names embedded once more (search/dense_arm.py). `dense_wait`
-        is how long the retrieval waited here for the worker (0 when it had finished)."""
+        ranking, with glossary names embedded once more (search/dense_arm.py); the chunks
+        its reads brought along go into `read`. `dense_wait` is how long the retrieval
+        waited here for the worker (0 when it had finished)."""
         t = time.perf_counter()
         done = begun.result()
+        read.update(done.chunks)
         timings.update(done.timings)
         timings["dense_wait"] = (time.perf_counter() - t) * 1000
         if not expansions:
             return done.vector, done.ranking, done.ranking
         t = time.perf_counter()
         ranked = with_aliases(
-            self.encode_query, self.store, question, expansions, done.ranking, self.config.pool, scope
+            self.encode_query, self.store, question, expansions, done.ranking, self.config.pool, scope, read
         )
         timings["dense_aliases"] = (time.perf_counter() - t) * 1000
         return done.vector, done.ranking, ranked
@@ -387,7 +407,7 @@ class Retriever:
         phrases = self._found_phrases(grams, held)
         query = LexicalQuery(tuple(groups), tuple((" ".join(g), 1.0) for g, _ in phrases) + tuple(alias_phrases))
         arm = _LexicalArm()
-        arm.ranking = self.store.lexical(query, cfg.pool, scope=scope) if (groups or phrases) else []
+        arm.ranking = self.store.lexical(query, cfg.pool, scope=scope, chunks=arm.chunks) if (groups or phrases) else []
         timings["lexical"] = (time.perf_counter() - t) * 1000
         fusion.address_phrases(phrases, arm.addressed, arm.addresses)
         if rare:
@@ -417,18 +437,22 @@ class Retriever:
         that the collection holds in at most RARE_MAX_DF chunks; and the document
         frequencies they were judged by."""
         fixed = [c for c in asked.corrections.values() if c not in asked.dfs]
-        all_dfs = {**asked.dfs, **(self.store.doc_freqs(fixed, scope=scope) if fixed else {})}
+        unread = [c for c in fixed if c not in asked.fixed_dfs]
+        read = {**asked.fixed_dfs, **(self.store.doc_freqs(unread, scope=scope) if unread else {})}
+        all_dfs = {**asked.dfs, **{c: read[c] for c in fixed}}
         return fusion.rare_names(all_dfs, name_like(question)), all_dfs
 
     def _fuse(
-        self, dense: list[tuple[str, float]], lexical: _LexicalArm, top_k: int
+        self, dense: list[tuple[str, float]], lexical: _LexicalArm, top_k: int, read: dict[str, Chunk]
     ) -> tuple[dict[str, float], dict[str, Chunk], list[str]]:
         """Reciprocal rank fusion of the arms, addressed chunks added, superseded documents
-        discounted; the fused scores, the candidates read, and the top_k order."""
+        discounted; the fused scores, the candidates read (those the arms' reads brought
+        along, `read`, and the rest now), and the top_k order."""
         fused = fusion.reciprocal_rank((dense, lexical.ranking), self.config.rrf_k, (self.config.dense_weight, 1.0))
         for cid in lexical.addressed:
             fused.setdefault(cid, 0.0)
-        candidates = {c.chunk_id: c for c in self.store.get_chunks(list(fused))}
+        fetched = {c.chunk_id: c for c in self.store.get_chunks([c for c in fused if c not in read])}
+        candidates = {c: chunk for c in fused if (chunk := read.get(c) or fetched.get(c)) is not None}
         fusion.discount_superseded(fused, candidates)
         return fused, candidates, fusion.addresses_first(fused, lexical.addressed, top_k)
 
