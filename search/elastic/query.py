@@ -4,8 +4,8 @@ search.elastic.store.ElasticStore, which provides the client, the alias and `_se
 
 What each costs per question, so that it does not grow with the collection:
 
-- Lexical: one request scored by Elasticsearch's own BM25 (SIMILARITY, with FTS5's k1
-  and b) over citebot's own tokens, size k; nothing per question aggregates the whole
+- Lexical: one request scored by Elasticsearch's own BM25 (mapping.py's SIMILARITY, with
+  FTS5's k1 and b) over citebot's own tokens, size k; nothing per question aggregates the whole
   collection. Elasticsearch's ranking is not FTS5's (idf ln(1 + (N-n+.5)/(n+.5)), lengths
   in one byte, BM25F's weighted lengths), so the two stores agree on quality, not on every
   rank (benchmarks/quality.py measures it; the figures are in
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from elasticsearch import BadRequestError
 
+from search.elastic.mapping import _CHUNK_FIELDS, _chunk
 from search.errors import CitebotError, DimensionError, SearchBackendError
 from search.scope import Scope, glob_lucene, limiting
 from search.text import query_stems, words
@@ -41,9 +42,6 @@ if TYPE_CHECKING:
 
     from elasticsearch import Elasticsearch
 
-# Lucene's BM25 with SQLite FTS5's constants (search/embedded.py ranks by FTS5's bm25()),
-# as the index's default similarity.
-SIMILARITY: dict[str, Any] = {"default": {"type": "BM25", "k1": 1.2, "b": 0.75}}
 # The heading path counts for half a text match, as in the embedded store (HEADING_WEIGHT
 # there).
 HEADING_BOOST = 0.5
@@ -171,7 +169,7 @@ class ElasticQueries:
     def lexical(
         self, query: LexicalQuery, k: int, *, scope: Scope | None = None, chunks: dict[str, Chunk] | None = None
     ) -> list[tuple[str, float]]:
-        """Elasticsearch's own BM25 (k1, b as FTS5's; see SIMILARITY) over citebot's tokens:
+        """Elasticsearch's own BM25 (k1, b as FTS5's; see mapping.SIMILARITY) over citebot's tokens:
         each group's terms in text and heading (_group_clauses) at the group's weight (a
         stemmed group's stems in the stemmed fields), the
         query's phrases in the text. One request; nothing is re-scored. With `chunks`, the
@@ -332,8 +330,6 @@ def _chunks(scope: Scope | None) -> dict[str, Any]:
 
 def _source_for(chunks: dict[str, Chunk] | None) -> list[str] | bool:
     """What a ranked read fetches: the chunks' fields when the caller keeps them, else nothing."""
-    from search.elastic.mapping import _CHUNK_FIELDS  # mapping imports this module
-
     return list(_CHUNK_FIELDS) if chunks is not None else False
 
 
@@ -341,8 +337,6 @@ def _keep_chunks(res: dict[str, Any], chunks: dict[str, Chunk] | None) -> None:
     """The chunks of a response's hits into `chunks` (as get_chunks reads them)."""
     if chunks is None:
         return
-    from search.elastic.mapping import _chunk  # mapping imports this module
-
     for h in res["hits"]["hits"]:
         src = h.get("_source") or {}
         if src.get("chunk_id"):
