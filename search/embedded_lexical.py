@@ -168,7 +168,17 @@ class LexicalReads:
             )
         return {t: int(found.get(t, 0)) for t in terms}
 
-    def term_stats(self, terms: Sequence[str], *, scope: Scope | None = None) -> tuple[dict[str, int], int]:
+    def term_stats(
+        self,
+        terms: Sequence[str],
+        *,
+        scope: Scope | None = None,
+        probes: Sequence[Sequence[str]] = (),
+        limit: int = 0,
+        held: dict[tuple[str, ...], list[str]] | None = None,
+    ) -> tuple[dict[str, int], int]:
+        """The two reads; `held` is left as it is (the caller probes what it still needs,
+        fewer than asked: docs/decisions/0048-lexical-stage-cost.md)."""
         return (self.doc_freqs(terms, scope=scope) if terms else {}), self.chunk_count(scope=scope)
 
     def vocabulary(self, *, scope: Scope | None = None) -> set[str]:

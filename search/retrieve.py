@@ -27,10 +27,11 @@ from typing import Literal
 
 import numpy as np
 
-from search import calibration, fusion, typos
+from search import calibration, fusion, phrases, typos
 from search.dense_arm import Begun, with_aliases
 from search.errors import CitebotError
 from search.focus import focus
+from search.fusion import rare_like
 from search.glossary import Expansion, Glossary
 from search.retrieval import Retrieval, boundary_neighbour, given_chunks, widen_hits
 from search.retrieval_config import (
@@ -40,21 +41,16 @@ from search.retrieval_config import (
     FLOOD_SCAN_LIMIT,
     FLOOD_SHARE,
     MODES,
-    PHRASE_CANDIDATES_MAX,
-    PHRASE_MAX_CHUNKS,
-    PHRASE_MAX_TOKENS,
-    PHRASE_MIN_CONTENT,
     PROBE_LIMIT,
     RERANK_TOP_N,
     STEM_WEIGHT,
-    STOPWORD_PHRASE_MIN_TOKENS,
     TYPO_WEIGHT,
     RetrievalConfig,
 )
 from search.scope import Scope, limiting
 from search.store import Store
 from search.support import support_of
-from search.text import STOPWORDS, content_words, joined_terms, name_like, words
+from search.text import content_words, name_like, words
 from search.types import Chunk, Hit, LexicalQuery, WeightedTerms, WindowScore
 
 __all__ = ["Reranker", "Retrieval", "Retriever"]
@@ -73,6 +69,8 @@ class _Analysis:
     expansions: list[Expansion]
     flooded: list[str]
     fixed_dfs: dict[str, int] = field(default_factory=dict)  # the typo fixes' own, as counted
+    grams: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)  # phrase candidates
+    held: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # probes answered early
 
 
 @dataclass
@@ -167,56 +165,8 @@ class Retriever:
 
     @staticmethod
     def is_phrase(gram: tuple[str, ...]) -> bool:
-        """Whether an n-gram of the question is specific enough to be an address."""
-        content = sum(1 for t in gram if t not in STOPWORDS)
-        if content >= PHRASE_MIN_CONTENT:
-            return gram[0] not in STOPWORDS and gram[-1] not in STOPWORDS
-        return len(gram) >= STOPWORD_PHRASE_MIN_TOKENS and content <= len(gram) // 2
-
-    def _phrase_grams(self, question: str, dfs: dict[str, int]) -> list[tuple[int, tuple[str, ...]]]:
-        """The question's phrase candidates (position, gram), longest first; a gram holding
-        a word no chunk holds (its document frequency 0) is left out: no chunk can hold the
-        phrase, so its probe could only answer none
-        (docs/decisions/0048-lexical-stage-cost.md)."""
-        tokens = words(question)
-        grams: list[tuple[int, tuple[str, ...]]] = []
-        for n in range(min(PHRASE_MAX_TOKENS, len(tokens)), PHRASE_MIN_CONTENT - 1, -1):
-            for i in range(len(tokens) - n + 1):
-                gram = tuple(tokens[i : i + n])
-                if self.is_phrase(gram):
-                    grams.append((i, gram))
-        if self.config.joined_rule:
-            # Words written joined ("analysis_limit", "extensions.worktreeConfig") are one
-            # name whatever their words: a phrase candidate of any length from two.
-            known = {g for _, g in grams}
-            for gram in joined_terms(question):
-                at = next(
-                    (i for i in range(len(tokens) - len(gram) + 1) if tuple(tokens[i : i + len(gram)]) == gram), None
-                )
-                if at is not None and gram not in known:
-                    grams.append((at, gram))
-            grams.sort(key=lambda ig: (-len(ig[1]), ig[0]))
-        grams = grams[:PHRASE_CANDIDATES_MAX]
-        absent = {t for t, df in dfs.items() if df == 0}
-        return [(i, g) for i, g in grams if absent.isdisjoint(g)] if absent else grams
-
-    @staticmethod
-    def _found_phrases(
-        grams: list[tuple[int, tuple[str, ...]]], held: dict[tuple[str, ...], list[str]]
-    ) -> list[tuple[tuple[str, ...], list[str]]]:
-        """Longest first, the candidates the collection holds rarely (1 to
-        PHRASE_MAX_CHUNKS chunks); a gram inside a span already found is passed over."""
-        found: list[tuple[tuple[str, ...], list[str]]] = []
-        covered: set[int] = set()
-        for i, gram in grams:
-            span = set(range(i, i + len(gram)))
-            if span <= covered:
-                continue
-            ids = held[gram]
-            if 1 <= len(ids) <= PHRASE_MAX_CHUNKS:
-                found.append((gram, ids))
-                covered |= span
-        return found
+        """Whether an n-gram of the question is specific enough to be an address (search/phrases.py)."""
+        return phrases.is_phrase(gram)
 
     # -- retrieval ------------------------------------------------------------------------
     def retrieve(
@@ -234,7 +184,7 @@ class Retriever:
         # would in the order analysis, dense arm, lexical arm.
         begun = Begun(self.encode_query, self.store, question, self.config.pool, limited) if mode != "lexical" else None
         try:
-            asked = self._analyse(question, limited)
+            asked = self._analyse(question, limited, probing=mode != "dense")
         except BaseException:
             if begun is not None:
                 begun.settle()
@@ -349,18 +299,24 @@ class Retriever:
         finally:
             timings["windows"] = (time.perf_counter() - t) * 1000
 
-    def _analyse(self, question: str, scope: Scope | None) -> _Analysis:
+    def _analyse(self, question: str, scope: Scope | None, probing: bool = True) -> _Analysis:
         """The question's content words, their document frequencies, typo fixes, and its
-        glossary aliases with the flooding ones left out."""
+        glossary aliases with the flooding ones left out. With `probing`, the lexical arm's
+        phrase candidates and possible rare names go with the counts: a store that can
+        answers their probes in the same round trip (docs/decisions/0054-fewer-elastic-round-trips.md)."""
         cfg = self.config
         terms = content_words(question)
-        dfs, count = self.store.term_stats(terms, scope=scope)  # one round trip on Elasticsearch
+        grams = phrases.candidates(question, self.is_phrase, cfg.joined_rule) if cfg.phrase_rule and probing else []
+        names = name_like(question) if cfg.rare_rule and probing else set()
+        early = list(dict.fromkeys([g for _, g in grams] + [(t,) for t in terms if t in names and rare_like(t)]))
+        held: dict[tuple[str, ...], list[str]] = {}
+        dfs, count = self.store.term_stats(terms, scope=scope, probes=early, limit=PROBE_LIMIT, held=held)
         n_chunks = max(1, count)
         corrections, fixed_dfs = self._typo_fixes(terms, dfs, scope) if cfg.typo_fix else ({}, {})
         expansions = self.glossary.expansions(question) if cfg.aliases else []
         flooded = [e.expands_to for e in expansions if self._floods(e, scope)]
         expansions = [e for e in expansions if e.expands_to not in flooded]
-        return _Analysis(terms, dfs, n_chunks, corrections, expansions, flooded, fixed_dfs)
+        return _Analysis(terms, dfs, n_chunks, corrections, expansions, flooded, fixed_dfs, grams, held)
 
     def _dense_arm(
         self,
@@ -394,22 +350,30 @@ class Retriever:
     ) -> _LexicalArm:
         """BM25 over the term groups and phrases, then the addresses: rare exact phrases,
         then decisively rare names. The phrase candidates and the rare names are probed in
-        one batch (one round trip on Elasticsearch), each distinct one once."""
+        one batch (one round trip on Elasticsearch), each distinct one once, unless the
+        analysis' read answered them already."""
         cfg = self.config
         t = time.perf_counter()
         groups, alias_phrases = self._term_groups(asked)
-        grams = self._phrase_grams(question, asked.dfs) if cfg.phrase_rule else []
+        grams = phrases.without_absent(asked.grams, asked.dfs)
         rare, all_dfs = self._rare_names(question, asked, scope) if cfg.rare_rule else ([], asked.dfs)
-        probes = list(dict.fromkeys([g for _, g in grams] + [(r,) for r in rare]))
-        held = dict(
-            zip(probes, self.store.phrase_matches_many(probes, PROBE_LIMIT, scope=scope) if probes else [], strict=True)
-        )
-        phrases = self._found_phrases(grams, held)
-        query = LexicalQuery(tuple(groups), tuple((" ".join(g), 1.0) for g, _ in phrases) + tuple(alias_phrases))
+        probes = [p for p in dict.fromkeys([g for _, g in grams] + [(r,) for r in rare]) if p not in asked.held]
+        held = {
+            **asked.held,
+            **dict(
+                zip(
+                    probes,
+                    self.store.phrase_matches_many(probes, PROBE_LIMIT, scope=scope) if probes else [],
+                    strict=True,
+                )
+            ),
+        }
+        found = phrases.found(grams, held)
+        query = LexicalQuery(tuple(groups), tuple((" ".join(g), 1.0) for g, _ in found) + tuple(alias_phrases))
         arm = _LexicalArm()
-        arm.ranking = self.store.lexical(query, cfg.pool, scope=scope, chunks=arm.chunks) if (groups or phrases) else []
+        arm.ranking = self.store.lexical(query, cfg.pool, scope=scope, chunks=arm.chunks) if (groups or found) else []
         timings["lexical"] = (time.perf_counter() - t) * 1000
-        fusion.address_phrases(phrases, arm.addressed, arm.addresses)
+        fusion.address_phrases(found, arm.addressed, arm.addresses)
         if rare:
             fusion.address_rare(rare, [held[(r,)] for r in rare], all_dfs, asked.n_chunks, arm.addressed, arm.addresses)
         return arm

@@ -96,8 +96,18 @@ class Store(Protocol):
     def chunk_count(self, *, scope: Scope | None = None) -> int:
         """How many chunks the store holds."""
 
-    def term_stats(self, terms: Sequence[str], *, scope: Scope | None = None) -> tuple[dict[str, int], int]:
-        """doc_freqs(terms) and chunk_count() together (one round trip where the store has them)."""
+    def term_stats(
+        self,
+        terms: Sequence[str],
+        *,
+        scope: Scope | None = None,
+        probes: Sequence[Sequence[str]] = (),
+        limit: int = 0,
+        held: dict[tuple[str, ...], list[str]] | None = None,
+    ) -> tuple[dict[str, int], int]:
+        """doc_freqs(terms) and chunk_count() together (one round trip where the store has
+        them). With `held`, the store may also answer phrase_matches_many(probes, limit)
+        there, by probe (as a tuple): all of them, or none."""
 
     def read_stat(self, key: str) -> dict | None:
         """A collection statistic stored with the index (search.calibration), or None."""

@@ -1,12 +1,12 @@
 """Fewer round trips per retrieval, the same answers (real Elasticsearch and the embedded store).
 
-The document frequencies and the chunk count are read together (`term_stats`: one
-`_msearch` on Elasticsearch), and the arms' reads bring the chunks of their hits along
-(`dense`/`lexical` with `chunks`), so fusion reads none again
+The document frequencies, the chunk count and the lexical arm's phrase probes are read
+together (`term_stats`: one `_msearch` on Elasticsearch), and the arms' reads bring the
+chunks of their hits along (`dense`/`lexical` with `chunks`), so fusion reads none again
 (docs/decisions/0054-fewer-elastic-round-trips.md). What is pinned here: the combined read
 answers as the separate ones do, under every scope and after a re-ingest; the chunks the
 arms bring are the scope's own and the same as get_chunks reads; and a hybrid retrieval on
-Elasticsearch sends four requests, none of them a chunk fetch or a count of its own.
+Elasticsearch sends three requests, none of them a chunk fetch or a count of its own.
 """
 
 from __future__ import annotations
@@ -96,10 +96,11 @@ def test_the_chunks_the_arms_bring_are_the_scopes_and_as_get_chunks_reads_them(s
             assert brought == {}, f"{arm}: the embedded store leaves them to get_chunks"
 
 
-def test_a_hybrid_retrieval_on_elasticsearch_is_four_requests(store, backend):  # noqa: F811
+def test_a_hybrid_retrieval_on_elasticsearch_is_three_requests(store, backend):  # noqa: F811
     """Watched on the real client (nothing is answered for Elasticsearch): the document
-    frequencies with the count, the dense arm, the phrase probes, BM25; no `_count` and no
-    fetch of the candidates' chunks. Under a scope the same, and only allowed chunks return."""
+    frequencies with the count and the phrase and rare-name probes, the dense arm, BM25; no
+    `_count`, no probes of their own, no fetch of the candidates' chunks. Under a scope the
+    same, and only allowed chunks return."""
     # (a chunk fetch is a `_search` with an ids query; a count of its own, `_count`)
     if backend.name != "elasticsearch":  # no requests to watch: the same hits, read whole
         found = Retriever(store, fixed_vector, Glossary.empty()).retrieve("kettle bollard", scope=SITE_ONLY)
@@ -118,13 +119,13 @@ def test_a_hybrid_retrieval_on_elasticsearch_is_four_requests(store, backend):  
     store.es.perform_request = watched
     retriever = Retriever(store, fixed_vector, Glossary.empty())
     question = "What did Oskar Brandvold say about the quarterly salary review?"
-    # Outside the people page "brandvold" is absent: the typo fixer asks for spelling
-    # candidates (a term suggester), one request more.
-    for scope, searches in ((NOT_PEOPLE, 2), (PEOPLE_ONLY, 1), (None, 1)):
+    # Outside the people page "oskar" and "brandvold" are absent: the typo fixer asks for
+    # spelling candidates (a term suggester) and counts them under the scope, two more.
+    for scope, msearches, searches in ((NOT_PEOPLE, 3, 2), (PEOPLE_ONLY, 2, 1), (None, 2, 1)):
         retriever.retrieve(question, scope=scope)  # the calibration is read once, first
         sent.clear()
         found = retriever.retrieve(question, scope=scope)
-        assert sorted(sent) == [("POST", "_msearch")] * 3 + [("POST", "_search")] * searches, scope
+        assert sorted(sent) == [("POST", "_msearch")] * msearches + [("POST", "_search")] * searches, scope
         assert found.hits and all(scope is None or scope.allows(h.chunk.source) for h in found.hits)
         assert [h.chunk for h in found.hits] == store.get_chunks([h.chunk.chunk_id for h in found.hits])
     assert found.hits[0].chunk.source == "people/reviews.md" and "rare:brandvold" in found.addresses
@@ -136,3 +137,17 @@ def test_a_hybrid_retrieval_on_elasticsearch_is_four_requests(store, backend):  
     fixed = retriever.retrieve("what about brandvoldt?")
     assert fixed.corrections == {"brandvoldt": "brandvold"}
     assert sorted(sent) == [("POST", "_msearch")] * 3 + [("POST", "_search")] * 2
+
+
+@pytest.mark.parametrize("scope", SCOPES, ids=["all", "site", "not-people", "people", "nothing"])
+def test_probes_answered_with_the_counts_are_phrase_matches_many(store, backend, scope):  # noqa: F811
+    probes = [("salary", "review"), ("brandvold",), ("kettle",), ("no", "such", "phrase"), ("salary", "review")]
+    held: dict = {}
+    assert store.term_stats(TERMS, scope=scope, probes=probes, limit=1, held=held) == store.term_stats(
+        TERMS, scope=scope
+    )
+    if backend.name == "elasticsearch":
+        asked = list(dict.fromkeys(probes))
+        assert held == dict(zip(asked, store.phrase_matches_many(asked, 1, scope=scope), strict=True))
+    else:
+        assert held == {}, "the embedded store probes later, only what can match"

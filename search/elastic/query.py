@@ -208,6 +208,13 @@ class ElasticQueries:
     ) -> list[list[str]]:
         """phrase_matches for each phrase, in one `_msearch`. Unscored and in index order
         (sort by _doc), so a phrase held by thousands of chunks stops at limit + 1."""
+        tokens, searches = self._phrase_searches(phrases, limit, scope)
+        return self._phrase_answers(tokens, self._msearch("searching phrases", searches))
+
+    def _phrase_searches(
+        self, phrases: Sequence[Sequence[str]], limit: int, scope: Scope | None
+    ) -> tuple[list[list[str]], list[dict[str, Any]]]:
+        """Each phrase's tokens, and a search for each phrase that has any."""
         tokens = [words(" ".join(p)) for p in phrases]
         scoped = scope_filter(scope)
         searches = []
@@ -220,8 +227,12 @@ class ElasticQueries:
             searches.append(
                 {"query": query, "size": limit + 1, "_source": False, "sort": ["_doc"], "track_total_hits": False}
             )
-        responses = iter(self._msearch("searching phrases", searches))
-        return [[h["_id"] for h in next(responses)["hits"]["hits"]] if t else [] for t in tokens]
+        return tokens, searches
+
+    @staticmethod
+    def _phrase_answers(tokens: list[list[str]], responses: Sequence[dict[str, Any]]) -> list[list[str]]:
+        answers = iter(responses)
+        return [[h["_id"] for h in next(answers)["hits"]["hits"]] if t else [] for t in tokens]
 
     def doc_freqs(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, int]:
         """Chunks holding each term in text or heading: a count of the `vocab` term per
@@ -236,15 +247,28 @@ class ElasticQueries:
         found = {t: int(r["hits"]["total"]["value"]) for t, r in zip(wanted, responses, strict=True)}
         return {t: found[t] for t in terms}
 
-    def term_stats(self, terms: Sequence[str], *, scope: Scope | None = None) -> tuple[dict[str, int], int]:
+    def term_stats(
+        self,
+        terms: Sequence[str],
+        *,
+        scope: Scope | None = None,
+        probes: Sequence[Sequence[str]] = (),
+        limit: int = 0,
+        held: dict[tuple[str, ...], list[str]] | None = None,
+    ) -> tuple[dict[str, int], int]:
         """doc_freqs and chunk_count in one `_msearch`: the count is one more search of it
-        (a total over the chunks of the scope, as `_count` gives it)."""
+        (a total over the chunks of the scope, as `_count` gives it); with `held`, the
+        probes' phrase searches too (phrase_matches_many's)."""
         wanted = sorted(set(terms))
         searches = self._freq_searches(wanted, scope)
         searches.append({"query": _chunks(scope), "size": 0, "track_total_hits": True})
-        responses = self._msearch("counting document frequencies and chunks", searches)
+        asked = list(dict.fromkeys(tuple(p) for p in probes)) if held is not None else []
+        tokens, phrase_searches = self._phrase_searches(asked, limit, scope)
+        responses = self._msearch("counting document frequencies and chunks", searches + phrase_searches)
         found = {t: int(r["hits"]["total"]["value"]) for t, r in zip(wanted, responses, strict=False)}
-        return {t: found[t] for t in terms}, int(responses[-1]["hits"]["total"]["value"])
+        if held is not None:
+            held.update(zip(asked, self._phrase_answers(tokens, responses[len(searches) :]), strict=True))
+        return {t: found[t] for t in terms}, int(responses[len(wanted)]["hits"]["total"]["value"])
 
     def _freq_searches(self, wanted: Sequence[str], scope: Scope | None) -> list[dict[str, Any]]:
         scoped = scope_filter(scope)
