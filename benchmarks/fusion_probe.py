@@ -77,8 +77,8 @@ class Probe(Retriever):
             return False
         return Retriever.is_phrase(gram)
 
-    def _dense_arm(self, question, expansions, scope, timings, begun):
-        vector, plain, ranked = super()._dense_arm(question, expansions, scope, timings, begun)
+    def _dense_arm(self, question, expansions, scope, timings, begun, read):
+        vector, plain, ranked = super()._dense_arm(question, expansions, scope, timings, begun, read)
         f = focus(question)
         if self.probe.get("focus_dense") and f.changed:
             best = dict(ranked)
@@ -97,11 +97,11 @@ class Probe(Retriever):
             ranked = self.store.dense((v / np.linalg.norm(v)).astype(np.float32), self.config.pool, scope=scope)
         return vector, plain, ranked
 
-    def _ranked(self, question, asked, dense, lexical, top_k, scope, timings):
+    def _ranked(self, question, asked, dense, lexical, top_k, scope, timings, read):
         self._asked = asked
-        return super()._ranked(question, asked, dense, lexical, top_k, scope, timings)
+        return super()._ranked(question, asked, dense, lexical, top_k, scope, timings, read)
 
-    def _fuse(self, dense, lexical, top_k):
+    def _fuse(self, dense, lexical, top_k, read):
         """citebot's fusion (Retriever._fuse), with the probes' weight or decay."""
         config = self.config
         if "lexical_coverage" in self.probe and lexical.ranking:
@@ -111,7 +111,7 @@ class Probe(Retriever):
             if held >= self.probe["lexical_coverage"]:
                 self.config = replace(config, dense_weight=1.0)
         try:
-            fused, candidates, order = super()._fuse(dense, lexical, top_k)
+            fused, candidates, order = super()._fuse(dense, lexical, top_k, read)
         finally:
             self.config = config
         if "doc_decay" in self.probe:

@@ -36,6 +36,7 @@ import numpy as np
 from search.glossary import Expansion, with_other_names
 from search.scope import Scope
 from search.store import Store
+from search.types import Chunk
 
 # One pool per process, as many workers as the bot runs turns at once (bot/slack/pool.py
 # TURN_WORKERS, which search/ cannot import): a thread's start costs 0.2-0.5 ms here, a pool's
@@ -66,11 +67,13 @@ os.register_at_fork(after_in_child=_forget_pool)
 
 @dataclass
 class PlainDense:
-    """The question's vector, the store's nearest chunks to it, and what each step took."""
+    """The question's vector, the store's nearest chunks to it (and those of them the store
+    read along with the ranking), and what each step took."""
 
     vector: np.ndarray
     ranking: list[tuple[str, float]]
     timings: dict[str, float]
+    chunks: dict[str, Chunk]
 
 
 def plain_dense(
@@ -81,8 +84,9 @@ def plain_dense(
     vector = encode(question)
     embed_ms = (time.perf_counter() - t) * 1000
     t = time.perf_counter()
-    ranking = store.dense(vector, pool, scope=scope)
-    return PlainDense(vector, ranking, {"embed": embed_ms, "dense": (time.perf_counter() - t) * 1000})
+    chunks: dict[str, Chunk] = {}
+    ranking = store.dense(vector, pool, scope=scope, chunks=chunks)
+    return PlainDense(vector, ranking, {"embed": embed_ms, "dense": (time.perf_counter() - t) * 1000}, chunks)
 
 
 class Begun:
@@ -121,11 +125,13 @@ def with_aliases(
     plain: list[tuple[str, float]],
     pool: int,
     scope: Scope | None,
+    chunks: dict[str, Chunk] | None = None,
 ) -> list[tuple[str, float]]:
     """The arm's ranking with glossary names (those left after the flood rule): the
     question embedded once more with every other name beside its own, each chunk keeping
-    its better score of the two (docs/decisions/0032-aliases-in-the-dense-arm.md)."""
-    named = store.dense(encode(with_other_names(question, expansions)), pool, scope=scope)
+    its better score of the two (docs/decisions/0032-aliases-in-the-dense-arm.md).
+    `chunks` gathers the chunks the store reads along with the ranking (Store.dense)."""
+    named = store.dense(encode(with_other_names(question, expansions)), pool, scope=scope, chunks=chunks)
     best = dict(plain)
     for cid, score in named:
         best[cid] = max(score, best.get(cid, score))

@@ -361,7 +361,10 @@ class EmbeddedStore(LexicalReads, InstallRows):
             self._masks[key] = mask
         return mask
 
-    def dense(self, vector: np.ndarray, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
+    def dense(
+        self, vector: np.ndarray, k: int, *, scope: Scope | None = None, chunks: dict[str, Chunk] | None = None
+    ) -> list[tuple[str, float]]:
+        # `chunks` is left as it is: the caller reads them, a local read.
         scope = limiting(scope)
         with self._lock:
             matrix, owner, ids, sources = self._vectors()

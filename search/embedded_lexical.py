@@ -8,10 +8,14 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from search.scope import Scope, limiting
 from search.text import query_stems
 from search.types import LexicalQuery
+
+if TYPE_CHECKING:
+    from search.types import Chunk
 
 # How many FTS5 matches one lexical group may contribute before the groups are summed and
 # cut to the arm's pool (30). 100 ranked the dev items as 500 did and kept the rust-doc
@@ -41,6 +45,10 @@ class LexicalReads:
     _lock: threading.RLock
     _vocab_cache: dict[tuple[int, tuple[str, ...]], list[str]]
 
+    if TYPE_CHECKING:  # EmbeddedStore's
+
+        def chunk_count(self, *, scope: Scope | None = None) -> int: ...
+
     def _match(
         self, expression: str, limit: int, scope: Scope | None = None, table: str = "chunks_fts"
     ) -> list[tuple[int, float]]:
@@ -64,7 +72,10 @@ class LexicalReads:
             )
         return [(int(r[0]), -float(r[1])) for r in rows]
 
-    def lexical(self, query: LexicalQuery, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
+    def lexical(
+        self, query: LexicalQuery, k: int, *, scope: Scope | None = None, chunks: dict[str, Chunk] | None = None
+    ) -> list[tuple[str, float]]:
+        """FTS5's ranking; `chunks` is left as it is (the caller reads them, a local read)."""
         scores: dict[int, float] = {}
         for group in query.groups:
             if not group.terms:
@@ -156,6 +167,19 @@ class LexicalReads:
                 )
             )
         return {t: int(found.get(t, 0)) for t in terms}
+
+    def term_stats(
+        self,
+        terms: Sequence[str],
+        *,
+        scope: Scope | None = None,
+        probes: Sequence[Sequence[str]] = (),
+        limit: int = 0,
+        held: dict[tuple[str, ...], list[str]] | None = None,
+    ) -> tuple[dict[str, int], int]:
+        """The two reads; `held` is left as it is (the caller probes what it still needs,
+        fewer than asked: docs/decisions/0048-lexical-stage-cost.md)."""
+        return (self.doc_freqs(terms, scope=scope) if terms else {}), self.chunk_count(scope=scope)
 
     def vocabulary(self, *, scope: Scope | None = None) -> set[str]:
         """Every indexed term (for typo correction); under a scope, those of its chunks."""

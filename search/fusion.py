@@ -46,11 +46,12 @@ def address_phrases(
 def rare_names(dfs: Mapping[str, int], names: set[str]) -> list[str]:
     """The question's names (search.text.name_like) rare enough in the collection to be
     addresses: in 1 to RARE_MAX_DF chunks, at least RARE_MIN_LETTERS long, not a number."""
-    return [
-        term
-        for term, df in dfs.items()
-        if 1 <= df <= RARE_MAX_DF and len(term) >= RARE_MIN_LETTERS and not term.isdigit() and term in names
-    ]
+    return [term for term, df in dfs.items() if 1 <= df <= RARE_MAX_DF and rare_like(term) and term in names]
+
+
+def rare_like(term: str) -> bool:
+    """Whether a name could be a rare-term address whatever its count: RARE_MIN_LETTERS long, not a number."""
+    return len(term) >= RARE_MIN_LETTERS and not term.isdigit()
 
 
 def address_rare(

@@ -27,10 +27,11 @@ from typing import Literal
 
 import numpy as np
 
-from search import calibration, fusion, typos
+from search import calibration, fusion, phrases, typos
 from search.dense_arm import Begun, with_aliases
 from search.errors import CitebotError
 from search.focus import focus
+from search.fusion import rare_like
 from search.glossary import Expansion, Glossary
 from search.retrieval import Retrieval, boundary_neighbour, given_chunks, widen_hits
 from search.retrieval_config import (
@@ -40,21 +41,16 @@ from search.retrieval_config import (
     FLOOD_SCAN_LIMIT,
     FLOOD_SHARE,
     MODES,
-    PHRASE_CANDIDATES_MAX,
-    PHRASE_MAX_CHUNKS,
-    PHRASE_MAX_TOKENS,
-    PHRASE_MIN_CONTENT,
     PROBE_LIMIT,
     RERANK_TOP_N,
     STEM_WEIGHT,
-    STOPWORD_PHRASE_MIN_TOKENS,
     TYPO_WEIGHT,
     RetrievalConfig,
 )
 from search.scope import Scope, limiting
 from search.store import Store
 from search.support import support_of
-from search.text import STOPWORDS, content_words, joined_terms, name_like, words
+from search.text import content_words, name_like, words
 from search.types import Chunk, Hit, LexicalQuery, WeightedTerms, WindowScore
 
 __all__ = ["Reranker", "Retrieval", "Retriever"]
@@ -72,6 +68,9 @@ class _Analysis:
     corrections: dict[str, str]
     expansions: list[Expansion]
     flooded: list[str]
+    fixed_dfs: dict[str, int] = field(default_factory=dict)  # the typo fixes' own, as counted
+    grams: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)  # phrase candidates
+    held: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # probes answered early
 
 
 @dataclass
@@ -79,6 +78,7 @@ class _LexicalArm:
     """The lexical arm's ranking and the addresses it found (chunk id -> address score)."""
 
     ranking: list[tuple[str, float]] = field(default_factory=list)
+    chunks: dict[str, Chunk] = field(default_factory=dict)  # read with the ranking (Store.lexical)
     addressed: dict[str, float] = field(default_factory=dict)
     addresses: list[str] = field(default_factory=list)
 
@@ -124,10 +124,18 @@ class Retriever:
     def correct_typos(self, terms: Sequence[str], dfs: dict[str, int], scope: Scope | None = None) -> dict[str, str]:
         """Fix only words absent from the collection, to the closest frequent word. The
         store offers the candidates (it never hands over its whole vocabulary)."""
+        return self._typo_fixes(terms, dfs, scope)[0]
+
+    def _typo_fixes(
+        self, terms: Sequence[str], dfs: dict[str, int], scope: Scope | None
+    ) -> tuple[dict[str, str], dict[str, int]]:
+        """correct_typos, and the fixes' document frequencies it read (kept for the
+        rare-name rule, which would otherwise read them again)."""
         fixes: dict[str, str] = {}
+        fdfs: dict[str, int] = {}
         absent = [t for t in terms if dfs.get(t, 0) == 0 and len(t) >= 4 and t.isalpha()]
         if not absent:
-            return fixes
+            return fixes, fdfs
         offered = self.store.spelling_candidates(absent, scope=scope)
         for term in absent:
             fix = typos.closest(term, offered.get(term, ()))
@@ -136,7 +144,7 @@ class Retriever:
         if fixes:
             fdfs = self.store.doc_freqs(list(fixes.values()), scope=scope)
             fixes = {t: c for t, c in fixes.items() if fdfs.get(c, 0) > 0}
-        return fixes
+        return fixes, fdfs
 
     def spread(self, name: str, scope: Scope | None = None) -> Counter[str]:
         """Chunks holding the exact name, counted by source document."""
@@ -157,56 +165,8 @@ class Retriever:
 
     @staticmethod
     def is_phrase(gram: tuple[str, ...]) -> bool:
-        """Whether an n-gram of the question is specific enough to be an address."""
-        content = sum(1 for t in gram if t not in STOPWORDS)
-        if content >= PHRASE_MIN_CONTENT:
-            return gram[0] not in STOPWORDS and gram[-1] not in STOPWORDS
-        return len(gram) >= STOPWORD_PHRASE_MIN_TOKENS and content <= len(gram) // 2
-
-    def _phrase_grams(self, question: str, dfs: dict[str, int]) -> list[tuple[int, tuple[str, ...]]]:
-        """The question's phrase candidates (position, gram), longest first; a gram holding
-        a word no chunk holds (its document frequency 0) is left out: no chunk can hold the
-        phrase, so its probe could only answer none
-        (docs/decisions/0048-lexical-stage-cost.md)."""
-        tokens = words(question)
-        grams: list[tuple[int, tuple[str, ...]]] = []
-        for n in range(min(PHRASE_MAX_TOKENS, len(tokens)), PHRASE_MIN_CONTENT - 1, -1):
-            for i in range(len(tokens) - n + 1):
-                gram = tuple(tokens[i : i + n])
-                if self.is_phrase(gram):
-                    grams.append((i, gram))
-        if self.config.joined_rule:
-            # Words written joined ("analysis_limit", "extensions.worktreeConfig") are one
-            # name whatever their words: a phrase candidate of any length from two.
-            known = {g for _, g in grams}
-            for gram in joined_terms(question):
-                at = next(
-                    (i for i in range(len(tokens) - len(gram) + 1) if tuple(tokens[i : i + len(gram)]) == gram), None
-                )
-                if at is not None and gram not in known:
-                    grams.append((at, gram))
-            grams.sort(key=lambda ig: (-len(ig[1]), ig[0]))
-        grams = grams[:PHRASE_CANDIDATES_MAX]
-        absent = {t for t, df in dfs.items() if df == 0}
-        return [(i, g) for i, g in grams if absent.isdisjoint(g)] if absent else grams
-
-    @staticmethod
-    def _found_phrases(
-        grams: list[tuple[int, tuple[str, ...]]], held: dict[tuple[str, ...], list[str]]
-    ) -> list[tuple[tuple[str, ...], list[str]]]:
-        """Longest first, the candidates the collection holds rarely (1 to
-        PHRASE_MAX_CHUNKS chunks); a gram inside a span already found is passed over."""
-        found: list[tuple[tuple[str, ...], list[str]]] = []
-        covered: set[int] = set()
-        for i, gram in grams:
-            span = set(range(i, i + len(gram)))
-            if span <= covered:
-                continue
-            ids = held[gram]
-            if 1 <= len(ids) <= PHRASE_MAX_CHUNKS:
-                found.append((gram, ids))
-                covered |= span
-        return found
+        """Whether an n-gram of the question is specific enough to be an address (search/phrases.py)."""
+        return phrases.is_phrase(gram)
 
     # -- retrieval ------------------------------------------------------------------------
     def retrieve(
@@ -224,7 +184,7 @@ class Retriever:
         # would in the order analysis, dense arm, lexical arm.
         begun = Begun(self.encode_query, self.store, question, self.config.pool, limited) if mode != "lexical" else None
         try:
-            asked = self._analyse(question, limited)
+            asked = self._analyse(question, limited, probing=mode != "dense")
         except BaseException:
             if begun is not None:
                 begun.settle()
@@ -242,10 +202,11 @@ class Retriever:
         vector: np.ndarray | None = None
         dense: list[tuple[str, float]] = []
         plain: list[tuple[str, float]] = []  # the question's own: the gate reads only these
+        read = dict(lexical.chunks)  # chunks the arms' reads brought along (Store.dense, .lexical)
         if begun is not None:
-            vector, plain, dense = self._dense_arm(question, asked.expansions, limited, timings, begun)
+            vector, plain, dense = self._dense_arm(question, asked.expansions, limited, timings, begun, read)
         timings.update(lexical_ms)
-        hits = self._ranked(question, asked, dense, lexical, top_k, limited, timings)
+        hits = self._ranked(question, asked, dense, lexical, top_k, limited, timings, read)
         null = self.null_distribution() if plain else None
         support = support_of(
             asked.terms,
@@ -299,10 +260,11 @@ class Retriever:
         top_k: int,
         scope: Scope | None,
         timings: dict[str, float],
+        read: dict[str, Chunk],
     ) -> list[Hit]:
         """The arms fused, reranked when configured, as hits, widened when configured."""
         t = time.perf_counter()
-        fused, candidates, order = self._fuse(dense, lexical, top_k)
+        fused, candidates, order = self._fuse(dense, lexical, top_k, read)
         timings["fuse"] = (time.perf_counter() - t) * 1000
         if self.config.rerank:
             if self.reranker is None:
@@ -337,34 +299,48 @@ class Retriever:
         finally:
             timings["windows"] = (time.perf_counter() - t) * 1000
 
-    def _analyse(self, question: str, scope: Scope | None) -> _Analysis:
+    def _analyse(self, question: str, scope: Scope | None, probing: bool = True) -> _Analysis:
         """The question's content words, their document frequencies, typo fixes, and its
-        glossary aliases with the flooding ones left out."""
+        glossary aliases with the flooding ones left out. With `probing`, the lexical arm's
+        phrase candidates and possible rare names go with the counts: a store that can
+        answers their probes in the same round trip (docs/decisions/0054-fewer-elastic-round-trips.md)."""
         cfg = self.config
         terms = content_words(question)
-        dfs = self.store.doc_freqs(terms, scope=scope) if terms else {}
-        n_chunks = max(1, self.store.chunk_count(scope=scope))
-        corrections = self.correct_typos(terms, dfs, scope) if cfg.typo_fix else {}
+        grams = phrases.candidates(question, self.is_phrase, cfg.joined_rule) if cfg.phrase_rule and probing else []
+        names = name_like(question) if cfg.rare_rule and probing else set()
+        early = list(dict.fromkeys([g for _, g in grams] + [(t,) for t in terms if t in names and rare_like(t)]))
+        held: dict[tuple[str, ...], list[str]] = {}
+        dfs, count = self.store.term_stats(terms, scope=scope, probes=early, limit=PROBE_LIMIT, held=held)
+        n_chunks = max(1, count)
+        corrections, fixed_dfs = self._typo_fixes(terms, dfs, scope) if cfg.typo_fix else ({}, {})
         expansions = self.glossary.expansions(question) if cfg.aliases else []
         flooded = [e.expands_to for e in expansions if self._floods(e, scope)]
         expansions = [e for e in expansions if e.expands_to not in flooded]
-        return _Analysis(terms, dfs, n_chunks, corrections, expansions, flooded)
+        return _Analysis(terms, dfs, n_chunks, corrections, expansions, flooded, fixed_dfs, grams, held)
 
     def _dense_arm(
-        self, question: str, expansions: list[Expansion], scope: Scope | None, timings: dict[str, float], begun: Begun
+        self,
+        question: str,
+        expansions: list[Expansion],
+        scope: Scope | None,
+        timings: dict[str, float],
+        begun: Begun,
+        read: dict[str, Chunk],
     ) -> tuple[np.ndarray, list[tuple[str, float]], list[tuple[str, float]]]:
         """The begun arm joined: the question's vector, its nearest chunks, and the arm's
-        ranking, with glossary names embedded once more (search/dense_arm.py). `dense_wait`
-        is how long the retrieval waited here for the worker (0 when it had finished)."""
+        ranking, with glossary names embedded once more (search/dense_arm.py); the chunks
+        its reads brought along go into `read`. `dense_wait` is how long the retrieval
+        waited here for the worker (0 when it had finished)."""
         t = time.perf_counter()
         done = begun.result()
+        read.update(done.chunks)
         timings.update(done.timings)
         timings["dense_wait"] = (time.perf_counter() - t) * 1000
         if not expansions:
             return done.vector, done.ranking, done.ranking
         t = time.perf_counter()
         ranked = with_aliases(
-            self.encode_query, self.store, question, expansions, done.ranking, self.config.pool, scope
+            self.encode_query, self.store, question, expansions, done.ranking, self.config.pool, scope, read
         )
         timings["dense_aliases"] = (time.perf_counter() - t) * 1000
         return done.vector, done.ranking, ranked
@@ -374,22 +350,30 @@ class Retriever:
     ) -> _LexicalArm:
         """BM25 over the term groups and phrases, then the addresses: rare exact phrases,
         then decisively rare names. The phrase candidates and the rare names are probed in
-        one batch (one round trip on Elasticsearch), each distinct one once."""
+        one batch (one round trip on Elasticsearch), each distinct one once, unless the
+        analysis' read answered them already."""
         cfg = self.config
         t = time.perf_counter()
         groups, alias_phrases = self._term_groups(asked)
-        grams = self._phrase_grams(question, asked.dfs) if cfg.phrase_rule else []
+        grams = phrases.without_absent(asked.grams, asked.dfs)
         rare, all_dfs = self._rare_names(question, asked, scope) if cfg.rare_rule else ([], asked.dfs)
-        probes = list(dict.fromkeys([g for _, g in grams] + [(r,) for r in rare]))
-        held = dict(
-            zip(probes, self.store.phrase_matches_many(probes, PROBE_LIMIT, scope=scope) if probes else [], strict=True)
-        )
-        phrases = self._found_phrases(grams, held)
-        query = LexicalQuery(tuple(groups), tuple((" ".join(g), 1.0) for g, _ in phrases) + tuple(alias_phrases))
+        probes = [p for p in dict.fromkeys([g for _, g in grams] + [(r,) for r in rare]) if p not in asked.held]
+        held = {
+            **asked.held,
+            **dict(
+                zip(
+                    probes,
+                    self.store.phrase_matches_many(probes, PROBE_LIMIT, scope=scope) if probes else [],
+                    strict=True,
+                )
+            ),
+        }
+        found = phrases.found(grams, held)
+        query = LexicalQuery(tuple(groups), tuple((" ".join(g), 1.0) for g, _ in found) + tuple(alias_phrases))
         arm = _LexicalArm()
-        arm.ranking = self.store.lexical(query, cfg.pool, scope=scope) if (groups or phrases) else []
+        arm.ranking = self.store.lexical(query, cfg.pool, scope=scope, chunks=arm.chunks) if (groups or found) else []
         timings["lexical"] = (time.perf_counter() - t) * 1000
-        fusion.address_phrases(phrases, arm.addressed, arm.addresses)
+        fusion.address_phrases(found, arm.addressed, arm.addresses)
         if rare:
             fusion.address_rare(rare, [held[(r,)] for r in rare], all_dfs, asked.n_chunks, arm.addressed, arm.addresses)
         return arm
@@ -417,18 +401,22 @@ class Retriever:
         that the collection holds in at most RARE_MAX_DF chunks; and the document
         frequencies they were judged by."""
         fixed = [c for c in asked.corrections.values() if c not in asked.dfs]
-        all_dfs = {**asked.dfs, **(self.store.doc_freqs(fixed, scope=scope) if fixed else {})}
+        unread = [c for c in fixed if c not in asked.fixed_dfs]
+        read = {**asked.fixed_dfs, **(self.store.doc_freqs(unread, scope=scope) if unread else {})}
+        all_dfs = {**asked.dfs, **{c: read[c] for c in fixed}}
         return fusion.rare_names(all_dfs, name_like(question)), all_dfs
 
     def _fuse(
-        self, dense: list[tuple[str, float]], lexical: _LexicalArm, top_k: int
+        self, dense: list[tuple[str, float]], lexical: _LexicalArm, top_k: int, read: dict[str, Chunk]
     ) -> tuple[dict[str, float], dict[str, Chunk], list[str]]:
         """Reciprocal rank fusion of the arms, addressed chunks added, superseded documents
-        discounted; the fused scores, the candidates read, and the top_k order."""
+        discounted; the fused scores, the candidates read (those the arms' reads brought
+        along, `read`, and the rest now), and the top_k order."""
         fused = fusion.reciprocal_rank((dense, lexical.ranking), self.config.rrf_k, (self.config.dense_weight, 1.0))
         for cid in lexical.addressed:
             fused.setdefault(cid, 0.0)
-        candidates = {c.chunk_id: c for c in self.store.get_chunks(list(fused))}
+        fetched = {c.chunk_id: c for c in self.store.get_chunks([c for c in fused if c not in read])}
+        candidates = {c: chunk for c in fused if (chunk := read.get(c) or fetched.get(c)) is not None}
         fusion.discount_superseded(fused, candidates)
         return fused, candidates, fusion.addresses_first(fused, lexical.addressed, top_k)
 

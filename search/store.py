@@ -58,16 +58,22 @@ class Store(Protocol):
         an ingest keeps a chunk's `changed_at` while its document holds the same text, and
         sets it to the time of writing when the text is new or different."""
 
-    def dense(self, vector: np.ndarray, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
-        """Top-k chunk ids by cosine similarity; a chunk scores by its best window."""
+    def dense(
+        self, vector: np.ndarray, k: int, *, scope: Scope | None = None, chunks: dict[str, Chunk] | None = None
+    ) -> list[tuple[str, float]]:
+        """Top-k chunk ids by cosine similarity; a chunk scores by its best window. With
+        `chunks`, the store may put there the chunks of the ids it returns that it read along
+        with them (all, some or none); the caller reads the rest with get_chunks."""
 
     def window_scores(self, vector: np.ndarray, chunk_ids: Sequence[str]) -> dict[str, list[WindowScore]]:
         """Every window of each of these chunks with its cosine to `vector`, in window
         order; unknown ids are left out. (Where in a passage the question's meaning lies:
         the extractive composer reads it, bot/answer/compose.py WINDOW_WEIGHT.)"""
 
-    def lexical(self, query: LexicalQuery, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
-        """Top-k chunk ids by BM25 over weighted term groups and phrases."""
+    def lexical(
+        self, query: LexicalQuery, k: int, *, scope: Scope | None = None, chunks: dict[str, Chunk] | None = None
+    ) -> list[tuple[str, float]]:
+        """Top-k chunk ids by BM25 over weighted term groups and phrases; `chunks` as in dense."""
 
     def phrase_matches(self, phrase: Sequence[str], limit: int, *, scope: Scope | None = None) -> list[str]:
         """Ids of chunks containing the tokens as an exact phrase (at most limit+1 returned)."""
@@ -89,6 +95,19 @@ class Store(Protocol):
 
     def chunk_count(self, *, scope: Scope | None = None) -> int:
         """How many chunks the store holds."""
+
+    def term_stats(
+        self,
+        terms: Sequence[str],
+        *,
+        scope: Scope | None = None,
+        probes: Sequence[Sequence[str]] = (),
+        limit: int = 0,
+        held: dict[tuple[str, ...], list[str]] | None = None,
+    ) -> tuple[dict[str, int], int]:
+        """doc_freqs(terms) and chunk_count() together (one round trip where the store has
+        them). With `held`, the store may also answer phrase_matches_many(probes, limit)
+        there, by probe (as a tuple): all of them, or none."""
 
     def read_stat(self, key: str) -> dict | None:
         """A collection statistic stored with the index (search.calibration), or None."""

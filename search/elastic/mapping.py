@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 
-from search.elastic.query import SIMILARITY
 from search.text import stem, words
 from search.types import (
     Chunk,
@@ -60,6 +59,10 @@ from search.types import (
 # (from the stored text; nothing is embedded again).
 INDEX_FORMAT = 4
 UPGRADABLE_FORMATS = frozenset({3})
+
+# Lucene's BM25 with SQLite FTS5's constants (search/embedded.py ranks by FTS5's bm25()),
+# as the index's default similarity.
+SIMILARITY: dict[str, Any] = {"default": {"type": "BM25", "k1": 1.2, "b": 0.75}}
 
 # Primary shards of a new index (CITEBOT_ES_SHARDS): more only pay on more nodes
 # (docs/decisions/0026-one-primary-shard.md). Replicas follow the cluster: 0 on one node.

@@ -4,8 +4,8 @@ search.elastic.store.ElasticStore, which provides the client, the alias and `_se
 
 What each costs per question, so that it does not grow with the collection:
 
-- Lexical: one request scored by Elasticsearch's own BM25 (SIMILARITY, with FTS5's k1
-  and b) over citebot's own tokens, size k; nothing per question aggregates the whole
+- Lexical: one request scored by Elasticsearch's own BM25 (mapping.py's SIMILARITY, with
+  FTS5's k1 and b) over citebot's own tokens, size k; nothing per question aggregates the whole
   collection. Elasticsearch's ranking is not FTS5's (idf ln(1 + (N-n+.5)/(n+.5)), lengths
   in one byte, BM25F's weighted lengths), so the two stores agree on quality, not on every
   rank (benchmarks/quality.py measures it; the figures are in
@@ -31,19 +31,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from elasticsearch import BadRequestError
 
+from search.elastic.mapping import _CHUNK_FIELDS, _chunk
 from search.errors import CitebotError, DimensionError, SearchBackendError
 from search.scope import Scope, glob_lucene, limiting
 from search.text import query_stems, words
-from search.types import LexicalQuery, ModelStamp, WindowScore
+from search.types import Chunk, LexicalQuery, ModelStamp, WindowScore
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from elasticsearch import Elasticsearch
 
-# Lucene's BM25 with SQLite FTS5's constants (search/embedded.py ranks by FTS5's bm25()),
-# as the index's default similarity.
-SIMILARITY: dict[str, Any] = {"default": {"type": "BM25", "k1": 1.2, "b": 0.75}}
 # The heading path counts for half a text match, as in the embedded store (HEADING_WEIGHT
 # there).
 HEADING_BOOST = 0.5
@@ -84,7 +82,11 @@ class ElasticQueries:
 
         def stamp(self) -> ModelStamp | None: ...
 
-    def dense(self, vector: np.ndarray, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
+    def dense(
+        self, vector: np.ndarray, k: int, *, scope: Scope | None = None, chunks: dict[str, Chunk] | None = None
+    ) -> list[tuple[str, float]]:
+        """The k nearest chunks; with `chunks`, their chunks come in the same response
+        (docs/decisions/0054-fewer-elastic-round-trips.md)."""
         if k <= 0:
             return []
         knn: dict[str, Any] = {
@@ -97,7 +99,7 @@ class ElasticQueries:
         if scoped is not None:
             knn["filter"] = scoped  # a pre-filter: the k nearest chunks inside the scope
         try:
-            res = self._search("searching vectors", knn=knn, size=k, source=False)
+            res = self._search("searching vectors", knn=knn, size=k, source=_source_for(chunks))
         except SearchBackendError as exc:
             # The width is checked only when Elasticsearch refuses the query: no extra
             # round trip per question.
@@ -105,6 +107,7 @@ class ElasticQueries:
             if stamp is not None and vector.shape != (stamp.dims,):
                 raise DimensionError(f"query vector has width {vector.shape}, the store holds {stamp.dims}") from exc
             raise
+        _keep_chunks(res, chunks)
         # Cosine similarity is served as (1 + cos) / 2; the store protocol speaks cosine.
         return [(h["_id"], 2.0 * float(h["_score"]) - 1.0) for h in res["hits"]["hits"]]
 
@@ -163,11 +166,14 @@ class ElasticQueries:
             out.append(r)
         return out
 
-    def lexical(self, query: LexicalQuery, k: int, *, scope: Scope | None = None) -> list[tuple[str, float]]:
-        """Elasticsearch's own BM25 (k1, b as FTS5's; see SIMILARITY) over citebot's tokens:
+    def lexical(
+        self, query: LexicalQuery, k: int, *, scope: Scope | None = None, chunks: dict[str, Chunk] | None = None
+    ) -> list[tuple[str, float]]:
+        """Elasticsearch's own BM25 (k1, b as FTS5's; see mapping.SIMILARITY) over citebot's tokens:
         each group's terms in text and heading (_group_clauses) at the group's weight (a
         stemmed group's stems in the stemmed fields), the
-        query's phrases in the text. One request; nothing is re-scored."""
+        query's phrases in the text. One request; nothing is re-scored. With `chunks`, the
+        hits' chunks come in the same response."""
         should: list[dict[str, Any]] = []
         for group in query.groups:
             if group.stemmed:
@@ -188,9 +194,10 @@ class ElasticQueries:
             found["bool"]["filter"] = [scoped]
         (res,) = self._msearch(
             "searching words",
-            [{"query": found, "size": k, "_source": False, "track_total_hits": False}],
+            [{"query": found, "size": k, "_source": _source_for(chunks), "track_total_hits": False}],
             search_type=LEXICAL_SEARCH_TYPE,
         )
+        _keep_chunks(res, chunks)
         return [(h["_id"], float(h["_score"])) for h in res["hits"]["hits"]]
 
     def phrase_matches(self, phrase: Sequence[str], limit: int, *, scope: Scope | None = None) -> list[str]:
@@ -201,6 +208,13 @@ class ElasticQueries:
     ) -> list[list[str]]:
         """phrase_matches for each phrase, in one `_msearch`. Unscored and in index order
         (sort by _doc), so a phrase held by thousands of chunks stops at limit + 1."""
+        tokens, searches = self._phrase_searches(phrases, limit, scope)
+        return self._phrase_answers(tokens, self._msearch("searching phrases", searches))
+
+    def _phrase_searches(
+        self, phrases: Sequence[Sequence[str]], limit: int, scope: Scope | None
+    ) -> tuple[list[list[str]], list[dict[str, Any]]]:
+        """Each phrase's tokens, and a search for each phrase that has any."""
         tokens = [words(" ".join(p)) for p in phrases]
         scoped = scope_filter(scope)
         searches = []
@@ -213,8 +227,12 @@ class ElasticQueries:
             searches.append(
                 {"query": query, "size": limit + 1, "_source": False, "sort": ["_doc"], "track_total_hits": False}
             )
-        responses = iter(self._msearch("searching phrases", searches))
-        return [[h["_id"] for h in next(responses)["hits"]["hits"]] if t else [] for t in tokens]
+        return tokens, searches
+
+    @staticmethod
+    def _phrase_answers(tokens: list[list[str]], responses: Sequence[dict[str, Any]]) -> list[list[str]]:
+        answers = iter(responses)
+        return [[h["_id"] for h in next(answers)["hits"]["hits"]] if t else [] for t in tokens]
 
     def doc_freqs(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, int]:
         """Chunks holding each term in text or heading: a count of the `vocab` term per
@@ -225,6 +243,34 @@ class ElasticQueries:
         if not terms:
             return {}
         wanted = sorted(set(terms))
+        responses = self._msearch("counting document frequencies", self._freq_searches(wanted, scope))
+        found = {t: int(r["hits"]["total"]["value"]) for t, r in zip(wanted, responses, strict=True)}
+        return {t: found[t] for t in terms}
+
+    def term_stats(
+        self,
+        terms: Sequence[str],
+        *,
+        scope: Scope | None = None,
+        probes: Sequence[Sequence[str]] = (),
+        limit: int = 0,
+        held: dict[tuple[str, ...], list[str]] | None = None,
+    ) -> tuple[dict[str, int], int]:
+        """doc_freqs and chunk_count in one `_msearch`: the count is one more search of it
+        (a total over the chunks of the scope, as `_count` gives it); with `held`, the
+        probes' phrase searches too (phrase_matches_many's)."""
+        wanted = sorted(set(terms))
+        searches = self._freq_searches(wanted, scope)
+        searches.append({"query": _chunks(scope), "size": 0, "track_total_hits": True})
+        asked = list(dict.fromkeys(tuple(p) for p in probes)) if held is not None else []
+        tokens, phrase_searches = self._phrase_searches(asked, limit, scope)
+        responses = self._msearch("counting document frequencies and chunks", searches + phrase_searches)
+        found = {t: int(r["hits"]["total"]["value"]) for t, r in zip(wanted, responses, strict=False)}
+        if held is not None:
+            held.update(zip(asked, self._phrase_answers(tokens, responses[len(searches) :]), strict=True))
+        return {t: found[t] for t in terms}, int(responses[len(wanted)]["hits"]["total"]["value"])
+
+    def _freq_searches(self, wanted: Sequence[str], scope: Scope | None) -> list[dict[str, Any]]:
         scoped = scope_filter(scope)
         searches = []
         for t in wanted:
@@ -232,9 +278,7 @@ class ElasticQueries:
             if scoped is not None:
                 query = {"bool": {"filter": [query, scoped]}}
             searches.append({"query": query, "size": 0, "track_total_hits": True})
-        responses = self._msearch("counting document frequencies", searches)
-        found = {t: int(r["hits"]["total"]["value"]) for t, r in zip(wanted, responses, strict=True)}
-        return {t: found[t] for t in terms}
+        return searches
 
     def spelling_candidates(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, list[str]]:
         """Words of the collection within SPELLING_MAX_EDITS of each term, from Lucene's term
@@ -306,6 +350,21 @@ def _chunks(scope: Scope | None) -> dict[str, Any]:
     if scoped is None:
         return {"term": {"kind": "chunk"}}
     return {"bool": {"filter": [{"term": {"kind": "chunk"}}, scoped]}}
+
+
+def _source_for(chunks: dict[str, Chunk] | None) -> list[str] | bool:
+    """What a ranked read fetches: the chunks' fields when the caller keeps them, else nothing."""
+    return list(_CHUNK_FIELDS) if chunks is not None else False
+
+
+def _keep_chunks(res: dict[str, Any], chunks: dict[str, Chunk] | None) -> None:
+    """The chunks of a response's hits into `chunks` (as get_chunks reads them)."""
+    if chunks is None:
+        return
+    for h in res["hits"]["hits"]:
+        src = h.get("_source") or {}
+        if src.get("chunk_id"):
+            chunks[h["_id"]] = _chunk(src)
 
 
 def num_candidates(k: int) -> int:

@@ -1,0 +1,71 @@
+"""The question's phrase candidates and those the collection holds rarely: the lexical
+arm's phrase addresses (search/retrieve.py, Retriever._lexical_arm)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from search.retrieval_config import (
+    PHRASE_CANDIDATES_MAX,
+    PHRASE_MAX_CHUNKS,
+    PHRASE_MAX_TOKENS,
+    PHRASE_MIN_CONTENT,
+    STOPWORD_PHRASE_MIN_TOKENS,
+)
+from search.text import STOPWORDS, joined_terms, words
+
+Gram = tuple[str, ...]
+
+
+def is_phrase(gram: Gram) -> bool:
+    """Whether an n-gram of the question is specific enough to be an address."""
+    content = sum(1 for t in gram if t not in STOPWORDS)
+    if content >= PHRASE_MIN_CONTENT:
+        return gram[0] not in STOPWORDS and gram[-1] not in STOPWORDS
+    return len(gram) >= STOPWORD_PHRASE_MIN_TOKENS and content <= len(gram) // 2
+
+
+def candidates(question: str, phrase: Callable[[Gram], bool], joined_rule: bool) -> list[tuple[int, Gram]]:
+    """The question's phrase candidates (position, gram), longest first, at most
+    PHRASE_CANDIDATES_MAX; `phrase` judges an n-gram (is_phrase)."""
+    tokens = words(question)
+    grams: list[tuple[int, Gram]] = []
+    for n in range(min(PHRASE_MAX_TOKENS, len(tokens)), PHRASE_MIN_CONTENT - 1, -1):
+        for i in range(len(tokens) - n + 1):
+            gram = tuple(tokens[i : i + n])
+            if phrase(gram):
+                grams.append((i, gram))
+    if joined_rule:
+        # Words written joined ("analysis_limit", "extensions.worktreeConfig") are one
+        # name whatever their words: a phrase candidate of any length from two.
+        known = {g for _, g in grams}
+        for gram in joined_terms(question):
+            at = next((i for i in range(len(tokens) - len(gram) + 1) if tuple(tokens[i : i + len(gram)]) == gram), None)
+            if at is not None and gram not in known:
+                grams.append((at, gram))
+        grams.sort(key=lambda ig: (-len(ig[1]), ig[0]))
+    return grams[:PHRASE_CANDIDATES_MAX]
+
+
+def without_absent(grams: list[tuple[int, Gram]], dfs: dict[str, int]) -> list[tuple[int, Gram]]:
+    """The candidates without those holding a word no chunk holds (its document frequency
+    0): no chunk can hold the phrase, so its probe could only answer none
+    (docs/decisions/0048-lexical-stage-cost.md)."""
+    absent = {t for t, df in dfs.items() if df == 0}
+    return [(i, g) for i, g in grams if absent.isdisjoint(g)] if absent else grams
+
+
+def found(grams: list[tuple[int, Gram]], held: dict[Gram, list[str]]) -> list[tuple[Gram, list[str]]]:
+    """Longest first, the candidates the collection holds rarely (1 to
+    PHRASE_MAX_CHUNKS chunks); a gram inside a span already found is passed over."""
+    out: list[tuple[Gram, list[str]]] = []
+    covered: set[int] = set()
+    for i, gram in grams:
+        span = set(range(i, i + len(gram)))
+        if span <= covered:
+            continue
+        ids = held[gram]
+        if 1 <= len(ids) <= PHRASE_MAX_CHUNKS:
+            out.append((gram, ids))
+            covered |= span
+    return out
