@@ -62,11 +62,22 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - started
 
 
-def measure(store: Path, runs: int) -> dict:
+def command_env(store: Path) -> dict[str, str]:
+    """The environment of a measured command: the embedded store at `store`, no services."""
     env = dict(os.environ, CITEBOT_STORE=str(store), CITEBOT_LOG_FORMAT="json")
-    env.pop("CITEBOT_ES_URL", None)
-    env.pop("ANTHROPIC_API_KEY", None)
-    env.pop("REDIS_URL", None)
+    for name in ("CITEBOT_ES_URL", "REDIS_URL", "ANTHROPIC_API_KEY"):
+        env.pop(name, None)
+    return env
+
+
+def compile_bytecode(py: str, tree: Path) -> None:
+    """Bytecode first, as the image's build and any run without PYTHONDONTWRITEBYTECODE leave
+    it: otherwise every measured run compiles citebot's own modules from source again."""
+    subprocess.run([py, "-m", "compileall", "-q", "bot", "ingest", "search"], cwd=tree, check=True)
+
+
+def measure(store: Path, runs: int) -> dict:
+    env = command_env(store)
     cmds = commands(sys.executable)
     load_before = os.getloadavg()
     times: dict[str, list[float]] = {name: [] for name in cmds}
@@ -90,9 +101,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    # Bytecode first, as the image's build and any run without PYTHONDONTWRITEBYTECODE leave
-    # it: otherwise every measured run compiles citebot's own modules from source again.
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "bot", "ingest", "search"], cwd=REPO, check=True)
+    compile_bytecode(sys.executable, REPO)
     with tempfile.TemporaryDirectory() as tmp:
         store = args.store
         if store is None:

@@ -31,9 +31,9 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.cli_start import QUESTION, command_env, compile_bytecode
 from benchmarks.common import REPO
 
-QUESTION = "how do I rotate the on-call pager?"
 NO_RICH = "import sys; sys.modules['rich'] = None\n"
 ASK = "import runpy, sys\nsys.argv = ['citebot', *sys.argv[1:]]\nrunpy.run_module('bot.cli', run_name='__main__')\n"
 SETTINGS = (
@@ -61,15 +61,13 @@ def median_ms(values: list[float]) -> float:
 
 
 def measure(py: str, trees: dict[str, Path], store: Path, runs: int) -> dict:
-    env = dict(os.environ, CITEBOT_STORE=str(store), CITEBOT_LOG_FORMAT="json")
-    for name in ("CITEBOT_ES_URL", "REDIS_URL", "ANTHROPIC_API_KEY"):
-        env.pop(name, None)
+    env = command_env(store)
     cmds: dict[str, tuple[Path, list[str]]] = {"python -c pass": (REPO, [py, "-c", "pass"])}
     for name, tree in trees.items():
         cmds[f"ask {name}"] = (tree, [py, "-c", ASK, "ask", QUESTION, "--json"])
         cmds[f"ask {name}, rich hidden"] = (tree, [py, "-c", NO_RICH + ASK, "ask", QUESTION, "--json"])
     for tree in trees.values():  # bytecode first, as the image has it; then one warm-up each
-        subprocess.run([py, "-m", "compileall", "-q", "bot", "ingest", "search"], cwd=tree, check=True)
+        compile_bytecode(py, tree)
     for cwd, argv in cmds.values():
         timed(argv, cwd, env)
     load_before = os.getloadavg()

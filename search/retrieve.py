@@ -71,6 +71,7 @@ class _Analysis:
     fixed_dfs: dict[str, int] = field(default_factory=dict)  # the typo fixes' own, as counted
     grams: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)  # phrase candidates
     held: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # probes answered early
+    names: set[str] = field(default_factory=set)  # the question's name-like words (rare-term rule)
 
 
 @dataclass
@@ -316,7 +317,7 @@ class Retriever:
         expansions = self.glossary.expansions(question) if cfg.aliases else []
         flooded = [e.expands_to for e in expansions if self._floods(e, scope)]
         expansions = [e for e in expansions if e.expands_to not in flooded]
-        return _Analysis(terms, dfs, n_chunks, corrections, expansions, flooded, fixed_dfs, grams, held)
+        return _Analysis(terms, dfs, n_chunks, corrections, expansions, flooded, fixed_dfs, grams, held, names)
 
     def _dense_arm(
         self,
@@ -356,7 +357,7 @@ class Retriever:
         t = time.perf_counter()
         groups, alias_phrases = self._term_groups(asked)
         grams = phrases.without_absent(asked.grams, asked.dfs)
-        rare, all_dfs = self._rare_names(question, asked, scope) if cfg.rare_rule else ([], asked.dfs)
+        rare, all_dfs = self._rare_names(asked, scope) if cfg.rare_rule else ([], asked.dfs)
         probes = [p for p in dict.fromkeys([g for _, g in grams] + [(r,) for r in rare]) if p not in asked.held]
         held = {
             **asked.held,
@@ -396,7 +397,7 @@ class Retriever:
             groups += [WeightedTerms(g.terms, g.weight * STEM_WEIGHT, stemmed=True) for g in groups]
         return groups, alias_phrases
 
-    def _rare_names(self, question: str, asked: _Analysis, scope: Scope | None) -> tuple[list[str], dict[str, int]]:
+    def _rare_names(self, asked: _Analysis, scope: Scope | None) -> tuple[list[str], dict[str, int]]:
         """The rare-term address candidates: the question's names (typo fixes included)
         that the collection holds in at most RARE_MAX_DF chunks; and the document
         frequencies they were judged by."""
@@ -404,7 +405,7 @@ class Retriever:
         unread = [c for c in fixed if c not in asked.fixed_dfs]
         read = {**asked.fixed_dfs, **(self.store.doc_freqs(unread, scope=scope) if unread else {})}
         all_dfs = {**asked.dfs, **{c: read[c] for c in fixed}}
-        return fusion.rare_names(all_dfs, name_like(question)), all_dfs
+        return fusion.rare_names(all_dfs, asked.names), all_dfs
 
     def _fuse(
         self, dense: list[tuple[str, float]], lexical: _LexicalArm, top_k: int, read: dict[str, Chunk]

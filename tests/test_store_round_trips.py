@@ -19,7 +19,14 @@ from search.glossary import Glossary
 from search.retrieve import Retriever
 from search.scope import Scope
 from search.types import LexicalQuery, WeightedTerms
-from tests.test_scope_contract import DOCS, NOT_PEOPLE, PEOPLE, PEOPLE_ONLY, SITE_ONLY, fixed_vector
+from tests.test_scope_contract import (  # noqa: F401 - store: the scoped collection's fixture
+    NOT_PEOPLE,
+    PEOPLE,
+    PEOPLE_ONLY,
+    SITE_ONLY,
+    fixed_vector,
+    store,
+)
 from tests.test_store_contract import (  # noqa: F401 - fixtures
     ALL_DOCS,
     E1,
@@ -35,18 +42,8 @@ SCOPES = [None, SITE_ONLY, NOT_PEOPLE, PEOPLE_ONLY, Scope(())]
 TERMS = ["brandvold", "bollard", "kettle", "nowhere", "kettle"]
 
 
-@pytest.fixture()
-def store(backend):  # noqa: F811 - the imported fixture, used
-    writer = backend.open()
-    writer.open_for(STAMP)
-    for doc, chunks, windows in DOCS:
-        writer.replace_document(doc, chunks, windows)
-    writer.commit_ingest()
-    return backend.open()
-
-
 @pytest.mark.parametrize("scope", SCOPES, ids=["all", "site", "not-people", "people", "nothing"])
-def test_term_stats_are_the_document_frequencies_and_the_count(store, scope):
+def test_term_stats_are_the_document_frequencies_and_the_count(store, scope):  # noqa: F811
     dfs, count = store.term_stats(TERMS, scope=scope)
     assert dfs == store.doc_freqs(TERMS, scope=scope)
     assert list(dfs) == ["brandvold", "bollard", "kettle", "nowhere"] and dfs["nowhere"] == 0

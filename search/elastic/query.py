@@ -244,8 +244,7 @@ class ElasticQueries:
             return {}
         wanted = sorted(set(terms))
         responses = self._msearch("counting document frequencies", self._freq_searches(wanted, scope))
-        found = {t: int(r["hits"]["total"]["value"]) for t, r in zip(wanted, responses, strict=True)}
-        return {t: found[t] for t in terms}
+        return _counted(terms, wanted, responses)
 
     def term_stats(
         self,
@@ -265,10 +264,9 @@ class ElasticQueries:
         asked = list(dict.fromkeys(tuple(p) for p in probes)) if held is not None else []
         tokens, phrase_searches = self._phrase_searches(asked, limit, scope)
         responses = self._msearch("counting document frequencies and chunks", searches + phrase_searches)
-        found = {t: int(r["hits"]["total"]["value"]) for t, r in zip(wanted, responses, strict=False)}
         if held is not None:
             held.update(zip(asked, self._phrase_answers(tokens, responses[len(searches) :]), strict=True))
-        return {t: found[t] for t in terms}, int(responses[len(wanted)]["hits"]["total"]["value"])
+        return _counted(terms, wanted, responses), int(responses[len(wanted)]["hits"]["total"]["value"])
 
     def _freq_searches(self, wanted: Sequence[str], scope: Scope | None) -> list[dict[str, Any]]:
         scoped = scope_filter(scope)
@@ -350,6 +348,13 @@ def _chunks(scope: Scope | None) -> dict[str, Any]:
     if scoped is None:
         return {"term": {"kind": "chunk"}}
     return {"bool": {"filter": [{"term": {"kind": "chunk"}}, scoped]}}
+
+
+def _counted(terms: Sequence[str], wanted: Sequence[str], responses: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Each term's count from the responses of _freq_searches(wanted) (the first len(wanted)
+    responses), in the order and with the repeats of `terms`."""
+    found = {t: int(r["hits"]["total"]["value"]) for t, r in zip(wanted, responses[: len(wanted)], strict=True)}
+    return {t: found[t] for t in terms}
 
 
 def _source_for(chunks: dict[str, Chunk] | None) -> list[str] | bool:

@@ -13,7 +13,7 @@ from elasticsearch import Elasticsearch, NotFoundError
 
 from search.elastic.lifecycle import ElasticLifecycle
 from search.elastic.mapping import _CHUNK_FIELDS, DEFAULT_SHARDS, _chunk, _version
-from search.elastic.query import ElasticQueries, _chunks
+from search.elastic.query import ElasticQueries, _chunks, _keep_chunks
 from search.elastic.writer import _BulkWriter
 from search.errors import StoreError
 from search.scope import Scope
@@ -64,7 +64,8 @@ class ElasticStore(ElasticLifecycle, ElasticQueries):
             size=len(chunk_ids),
             source=_CHUNK_FIELDS,
         )
-        by_id = {h["_id"]: _chunk(h["_source"]) for h in res["hits"]["hits"] if h["_source"].get("chunk_id")}
+        by_id: dict[str, Chunk] = {}
+        _keep_chunks(res, by_id)
         return [by_id[i] for i in chunk_ids if i in by_id]
 
     def neighbours(self, chunk: Chunk) -> tuple[Chunk | None, Chunk | None]:
