@@ -15,6 +15,9 @@ from search.retrieval_config import BEST_COVERAGE_HITS
 from search.text import words
 from search.types import Hit
 
+# `coverage` reads the words of the first three passages together.
+COVERAGE_HITS = 3
+
 
 @dataclass
 class Support:
@@ -58,13 +61,13 @@ def support_of(
     """The gate's signals for one retrieval (`null`: the collection's calibration, when the
     dense arm ran; `focused`: the question's content, search.focus)."""
     dense_top = max((s for _, s in dense), default=0.0)
-    held = [set(words(h.chunk.text)) for h in hits[:BEST_COVERAGE_HITS]]
+    read = [set(words(h.chunk.text)) for h in hits[: max(BEST_COVERAGE_HITS, COVERAGE_HITS)]]
+    held = read[:BEST_COVERAGE_HITS]
     best_coverage = _best_coverage(terms, dfs, n_chunks, held)
     focus_coverage = (
         _best_coverage(focused.terms, dfs, n_chunks, held) if focused is not None and focused.changed else best_coverage
     )
-    top_text = " ".join(h.chunk.text for h in hits[:3])
-    present = set(words(top_text))
+    present = set().union(*read[:COVERAGE_HITS])
     alias_words = {w for e in expansions for w in words(e.expands_to)}
     covered = 0
     for t in terms:
