@@ -2,7 +2,7 @@
 
 `migrate()` runs the steps a store has not had yet, each in its own transaction, and
 records them in `_migrations`; `write_pending_stems()` writes the stems of chunks an older
-citebot stored without them (m006). A new schema step is a new `@migration` function
+citebot stored without them (m006) or cut otherwise (m011). A new schema step is a new `@migration` function
 appended at the end; steps already shipped are never edited.
 """
 
@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from search.text import stems
-from search.types import text_hash
+from search.types import heading_text, sections_from_data, text_hash
 
 log = logging.getLogger("citebot.search")
 
@@ -101,6 +101,11 @@ def m005_stems(db: sqlite3.Connection) -> None:
         write_stems(db, rowid, text, json.loads(heading_path))
 
 
+def _heading_text(heading_path: str, sections: str | None) -> str:
+    """A stored chunk's heading words (search.types.heading_text), from its JSON columns."""
+    return heading_text(json.loads(heading_path), sections_from_data(json.loads(sections)) if sections else ())
+
+
 def write_stems(db: sqlite3.Connection, rowid: int, text: str, heading_path: Sequence[str]) -> None:
     """One chunk's row of chunks_stems: the stems of its text and of its heading path."""
     db.execute(
@@ -162,18 +167,20 @@ def migrate(db: sqlite3.Connection, lock: threading.RLock) -> None:
 
 
 def write_pending_stems(db: sqlite3.Connection, lock: threading.RLock) -> None:
-    """Write the stems of chunks that an older citebot stored without them (m006)."""
+    """Write the stems of chunks that an older citebot stored without them (m006) or cut
+    otherwise (m011), their headings' stems as an ingest writes them (Chunk.heading_text)."""
     with lock:
         if db.execute("SELECT 1 FROM stems_pending LIMIT 1").fetchone() is None:
             return
         db.execute("BEGIN IMMEDIATE")
         try:
             rows = db.execute(
-                "SELECT c.id, c.text, c.heading_path FROM stems_pending p JOIN chunks c ON c.id = p.chunk_rowid"
+                "SELECT c.id, c.text, c.heading_path, c.sections FROM stems_pending p"
+                " JOIN chunks c ON c.id = p.chunk_rowid"
             ).fetchall()
-            for rowid, text, heading_path in rows:
+            for rowid, text, heading_path, sections in rows:
                 db.execute("DELETE FROM chunks_stems WHERE rowid = ?", (rowid,))
-                write_stems(db, rowid, text, json.loads(heading_path))
+                write_stems(db, rowid, text, [_heading_text(heading_path, sections)])
             db.execute("DELETE FROM stems_pending")
             db.execute("COMMIT")
         except BaseException:
@@ -206,4 +213,17 @@ def m010_slack_installs(db: sqlite3.Connection) -> None:
                                      data TEXT NOT NULL, PRIMARY KEY (owner, field));
         CREATE TABLE oauth_states (state TEXT PRIMARY KEY, expires_at REAL NOT NULL);
         """,
+    )
+
+
+@migration
+def m011_stems_cut_as_unicode61(db: sqlite3.Connection) -> None:
+    """Words beyond ASCII are cut as unicode61 cuts them (search/text.py), which may differ
+    from how an older citebot cut them for its stems ("новыи" for "новый"): the stems of
+    every chunk holding such a character are written again (listed for write_pending_stems,
+    which runs next). chunks_fts is untouched: SQLite always cut it itself."""
+    rows = db.execute("SELECT id, text, heading_path, sections FROM chunks").fetchall()
+    db.executemany(
+        "INSERT OR IGNORE INTO stems_pending VALUES (?)",
+        [(r[0],) for r in rows if not (r[1].isascii() and _heading_text(r[2], r[3]).isascii())],
     )

@@ -5,13 +5,20 @@ that is not a letter or a digit; query terms must be cut the same way or a term 
 index holds is never asked for. The Elasticsearch store indexes these same tokens (a
 whitespace-analysed field filled by words()), because Elasticsearch's standard
 analyzer cut 186 of the 367 sample chunks differently ("customer’s", "1.6").
+
+ASCII text is cut by a regular expression (lower case, runs of letters and digits). Any
+other character is cut as unicode61 cuts it, which SQLite is asked once per character
+(`_learn`): Python's own folding differs outside Latin script (NFD made "новый" "новыи",
+"άλφα" "αλφα" and "मदद" one token where unicode61 makes two), and the embedded store's
+index would never hold the word asked for.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import sqlite3
 import threading
-import unicodedata
 from functools import lru_cache
 
 import snowballstemmer
@@ -32,20 +39,77 @@ STOPWORDS = frozenset(
 )
 
 
+# What unicode61 makes of each character met so far: its folded form ("" for a diacritic it
+# drops); `_CUT` maps a separator to a blank as well, `_FOLD` leaves separators out (as
+# they are). ASCII is known from the start: letters lower-cased, digits kept, the rest
+# separators (tests/test_retrieval.py checks all 128 against SQLite).
+_CUT: dict[int, str] = {i: chr(i).lower() if chr(i).isalnum() else " " for i in range(128)}
+_FOLD: dict[int, str] = {i: c for i, c in _CUT.items() if c != " "}
+_LEARN_LOCK = threading.Lock()
+_scratch: sqlite3.Connection | None = None
+
+
+def _learn(chars: set[str]) -> None:
+    """Ask SQLite how unicode61 cuts each of these characters not met before: "q<c>q" as
+    one token is a word character (folded to what stands between the q's, nothing for a
+    dropped diacritic), as two a separator. One row per character, one statement."""
+    global _scratch
+    with _LEARN_LOCK:
+        new = sorted(c for c in chars if ord(c) not in _CUT)
+        if not new:
+            return
+        if _scratch is None:
+            _scratch = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+            _scratch.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'unicode61 remove_diacritics 2')")
+            _scratch.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+        asked = [c for c in new if not 0xD800 <= ord(c) <= 0xDFFF]  # a lone surrogate has no UTF-8: a separator
+        _scratch.execute("BEGIN")
+        try:
+            _scratch.executemany("INSERT INTO t (rowid, x) VALUES (?, ?)", [(i, f"q{c}q") for i, c in enumerate(asked)])
+            cut: dict[int, list[str]] = {}
+            for doc, term in _scratch.execute("SELECT doc, term FROM v ORDER BY doc, offset"):
+                cut.setdefault(doc, []).append(term)
+        finally:
+            _scratch.execute("ROLLBACK")
+        learnt = {ord(c): " " for c in new}
+        for i, c in enumerate(asked):
+            tokens = cut.get(i, [])
+            if len(tokens) == 1 and len(tokens[0]) >= 2 and tokens[0][0] == tokens[0][-1] == "q":
+                learnt[ord(c)] = tokens[0][1:-1]
+        # _FOLD first: a reader takes a character in _CUT as known (_known).
+        _FOLD.update((k, v) for k, v in learnt.items() if v != " ")
+        _CUT.update(learnt)
+
+
+def _forget_scratch() -> None:
+    """A forked child never uses its parent's SQLite connection, or a lock held at the fork."""
+    global _scratch, _LEARN_LOCK
+    _scratch, _LEARN_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_scratch)
+
+
+def _known(text: str) -> None:
+    if any(ord(c) not in _CUT for c in set(text)):
+        _learn(set(text))
+
+
 def fold(text: str) -> str:
-    """Lower-case and strip diacritics, as unicode61 does: canonical decomposition only
-    (NFKD would turn "x²" into "x2" and "ⅸ" into "ix") and lower() not casefold()
-    ("ß" stays "ß"; casefold made "Fußballer" unfindable)."""
-    lowered = text.lower()
-    if lowered.isascii():  # nothing to decompose or strip: most text, at a fraction of the cost
-        return lowered
-    decomposed = unicodedata.normalize("NFD", lowered)
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    """Lower-case and strip diacritics as unicode61 does, each word character folded and
+    every other character left as it is (ASCII: lower() alone)."""
+    if text.isascii():
+        return text.lower()
+    _known(text)
+    return text.translate(_FOLD)
 
 
 def words(text: str) -> list[str]:
-    """Every token of the text, folded, in order (stopwords included)."""
-    return _WORD.findall(fold(text))
+    """Every token of the text, folded, in order (stopwords included): unicode61's tokens."""
+    if text.isascii():
+        return _WORD.findall(text.lower())
+    _known(text)
+    return text.translate(_CUT).split()
 
 
 _STEMMER = snowballstemmer.stemmer("english")

@@ -124,16 +124,21 @@ class Chunk:
 
     def heading_text(self) -> str:
         """The words of every heading of the chunk, for the lexical heading field."""
-        if not self.sections:
-            return " ".join(self.heading_path)
-        seen: list[str] = list(self.heading_path)
-        for s in self.sections:
-            seen += [h for h in s.heading_path[len(self.heading_path) :] if h not in seen]
-        return " ".join(seen)
+        return heading_text(self.heading_path, self.sections)
 
     def without_overlap_prev(self) -> str:
         """The text with the leading overlap removed (it is already in the previous chunk)."""
         return self.text[self.overlap_prev :].lstrip("\n")
+
+
+def heading_text(heading_path: Sequence[str], sections: Sequence[ChunkSection]) -> str:
+    """Chunk.heading_text of a chunk with this heading path and these sections."""
+    if not sections:
+        return " ".join(heading_path)
+    seen: list[str] = list(heading_path)
+    for s in sections:
+        seen += [h for h in s.heading_path[len(heading_path) :] if h not in seen]
+    return " ".join(seen)
 
 
 def sections_as_data(sections: Sequence[ChunkSection]) -> list[dict] | None:

@@ -231,6 +231,31 @@ def test_query_words_are_cut_exactly_as_fts5_indexes_them():
         assert sorted(set(words(text))) == sorted(r[0] for r in db.execute("SELECT term FROM v"))
 
 
+def test_query_words_are_cut_as_fts5_cuts_them_in_every_script():
+    """Beyond ASCII, words() asks SQLite how unicode61 cuts each character (search/text.py):
+    random text mixing scripts, combining marks, emoji and separators, cut alike."""
+    import random
+    import sqlite3
+
+    from search.text import words
+
+    pool = [chr(c) for r in ((0x20, 0x7F), (0xA0, 0x250), (0x300, 0x370), (0x370, 0x400), (0x400, 0x530),
+                             (0x590, 0x600), (0x600, 0x700), (0x900, 0x980), (0xE00, 0xE60), (0x1E00, 0x1F00),
+                             (0x2000, 0x2070), (0x3040, 0x3100), (0x4E00, 0x4E40), (0xAC00, 0xAC40),
+                             (0xE000, 0xE010), (0xFB00, 0xFB10), (0x1F600, 0x1F650)) for c in range(*r)]
+    rng = random.Random(7)
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE f USING fts5(t, tokenize='unicode61 remove_diacritics 2')")
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(f, 'instance')")
+    texts = ["".join(rng.choice(pool) for _ in range(rng.randint(1, 30))) for _ in range(600)]
+    db.executemany("INSERT INTO f (rowid, t) VALUES (?, ?)", list(enumerate(texts)))
+    cut: dict[int, list[str]] = {}
+    for doc, term in db.execute("SELECT doc, term FROM v ORDER BY doc, offset"):
+        cut.setdefault(doc, []).append(term)
+    assert [words(t) for t in texts] == [cut.get(i, []) for i in range(len(texts))]
+    assert words("Новый Ёлка ΣΟΦΟΣ άλφα الإثنين") == ["новый", "ёлка", "σοφοσ", "άλφα", "الإثنين"]
+
+
 def test_a_superseded_document_ranks_below_its_current_version(retriever):
     r = retriever.retrieve("Which version of Klaxon does the on-call team use?")
     top = r.hits[0].chunk

@@ -516,6 +516,69 @@ def test_an_embedded_store_written_before_links_opens_and_reads_without_them(tmp
     store.close()
 
 
+# Words beyond Latin script: Cyrillic "й" and "ё", Greek accents and final sigma, an Arabic
+# hamza: unicode61 keeps them where Python's NFD folding took them off.
+BEYOND_LATIN = make_doc("team/ru-el.md", [
+    (("Отпуск", "Άδεια"), "Новый сотрудник получает ключ от офиса. Η άδεια ΜΗΤΡΟΤΗΤΑΣ: δεκαπέντε ημέρες.",
+     [E1]),
+    (("Праздники",), "Офис закрыт в Новый год; الإثنين يوم عمل.", [E2]),
+])
+
+
+def test_words_beyond_latin_script_are_found_as_the_question_cuts_them(backend):
+    from search.text import content_words, query_stems
+
+    fill(backend.open(), [BEYOND_LATIN])
+    store = backend.open()
+    first, second = chunk_ids(BEYOND_LATIN)
+    for question, found in (("Сотрудник?", [first]), ("η άδεια", [first]), ("ключ", [first]),
+                            ("الإثنين", [second]), ("новый год", [first, second])):
+        terms = content_words(question)
+        assert terms and all(n > 0 for n in store.doc_freqs(terms).values()), question
+        assert set(ids(store.lexical(LexicalQuery((WeightedTerms(tuple(terms)),)), 5))) == set(found), question
+        assert all(query_stems(t) for t in terms)
+        stemmed = ids(store.lexical(LexicalQuery((WeightedTerms(tuple(terms), stemmed=True),)), 5))
+        assert set(stemmed) == set(found), question
+    assert {"новый", "άδεια", "μητροτητασ", "الإثنين"} <= store.vocabulary()
+
+
+def test_an_embedded_store_whose_stems_were_cut_otherwise_gets_them_again_when_opened(tmp_path):
+    import json
+
+    store = EmbeddedStore(tmp_path / "old")
+    fill(store, [KITCHEN, BEYOND_LATIN])
+    first, second = chunk_ids(BEYOND_LATIN)
+    # As an older citebot cut them: NFD, combining marks stripped ("новыи", "αδεια").
+    db = store._db
+    rows = db.execute("SELECT id, text, heading_path FROM chunks WHERE source = 'team/ru-el.md'").fetchall()
+    for rowid, text, heading in rows:
+        old = [_nfd_words(text), _nfd_words(" ".join(json.loads(heading)))]
+        db.execute("DELETE FROM chunks_stems WHERE rowid = ?", (rowid,))
+        db.execute("INSERT INTO chunks_stems (rowid, stems, heading) VALUES (?, ?, ?)", (rowid, *old))
+    assert ids(store.lexical(LexicalQuery((WeightedTerms(("новый",), stemmed=True),)), 5)) == []
+    db.execute("DELETE FROM _migrations WHERE name = 'm011_stems_cut_as_unicode61'")
+    store.close()
+
+    reopened = EmbeddedStore(tmp_path / "old")
+    assert set(ids(reopened.lexical(LexicalQuery((WeightedTerms(("новый",), stemmed=True),)), 5))) == {first, second}
+    assert ids(reopened.lexical(LexicalQuery((WeightedTerms(("праздники",), stemmed=True),)), 5)) == [second]
+    assert ids(reopened.lexical(LexicalQuery((WeightedTerms(("άδεια",), stemmed=True),)), 5)) == [first]
+    assert reopened._db.execute("SELECT count(*) FROM stems_pending").fetchone()[0] == 0
+    assert reopened._db.execute("SELECT count(*) FROM chunks_stems").fetchone()[0] == 5
+    k0, k1, _ = chunk_ids(KITCHEN)  # ASCII chunks: left as they were
+    assert ids(reopened.lexical(LexicalQuery((WeightedTerms(("descaling",), stemmed=True),)), 10)) == [k1]
+    reopened.close()
+
+
+def _nfd_words(text: str) -> str:
+    """Tokens as citebot cut them before unicode61's own cut (NFD, combining marks dropped)."""
+    import re
+    import unicodedata
+
+    decomposed = unicodedata.normalize("NFD", text.lower())
+    return " ".join(re.findall(r"[^\W_]+", "".join(c for c in decomposed if not unicodedata.combining(c))))
+
+
 def test_an_embedded_store_written_before_stems_gets_them_when_opened(tmp_path):
     store = EmbeddedStore(tmp_path / "old")
     fill(store, [KITCHEN])
@@ -571,10 +634,10 @@ def test_chunks_an_older_citebot_writes_or_deletes_get_their_stems_right(tmp_pat
 
 
 def _alias_an_index_of_an_earlier_layout(es_url: str, es_alias: str, left_out: tuple[str, ...],
-                                        format: int | None = None) -> None:
-    """The KITCHEN document in an index as an earlier version wrote it: today's mapping and
-    chunks without the fields `left_out` (and with that version's index format), behind
-    the alias."""
+                                        format: int | None = None, docs=None, cut=None) -> None:
+    """The KITCHEN document (or `docs`) in an index as an earlier version wrote it: today's
+    mapping and chunks without the fields `left_out` (and with that version's index format,
+    and its tokens cut by `cut`), behind the alias."""
     from search.elastic import client as elastic_client
     from search.elastic import mapping as elastic_mapping
 
@@ -586,13 +649,19 @@ def _alias_an_index_of_an_earlier_layout(es_url: str, es_alias: str, left_out: t
         del mapping["properties"][name]
     old_index = f"{es_alias}-v{'0' * 20}"
     client.indices.create(index=old_index, settings={"number_of_shards": 1}, mappings=mapping)
-    doc, chunks, windows = KITCHEN
-    actions = [elastic_mapping._document_action(old_index, doc)]
-    for c in chunks:
-        action = elastic_mapping._chunk_action(old_index, c, [w for w in windows if w.chunk_id == c.chunk_id])
-        for name in left_out:
-            del action["_source"][name]
-        actions.append(action)
+    actions = []
+    for doc, chunks, windows in docs or [KITCHEN]:
+        actions.append(elastic_mapping._document_action(old_index, doc))
+        for c in chunks:
+            action = elastic_mapping._chunk_action(old_index, c, [w for w in windows if w.chunk_id == c.chunk_id])
+            if cut is not None:
+                src = action["_source"]
+                text, heading = cut(c.text), cut(c.heading_text())
+                src.update(words=text, heading=heading, stems=text, heading_stems=heading,
+                           vocab=sorted(set(text.split()) | set(heading.split())))
+            for name in left_out:
+                del action["_source"][name]
+            actions.append(action)
     for a in actions:
         client.index(index=old_index, id=a["_id"], document=a["_source"])
     client.indices.refresh(index=old_index)
@@ -606,7 +675,7 @@ def test_an_elasticsearch_index_of_format_3_is_refused_for_reading_and_upgraded_
     _alias_an_index_of_an_earlier_layout(es_url, es_alias, ("stems", "heading_stems"), format=3)
     _, chunks, _ = KITCHEN
 
-    with pytest.raises(StoreError, match=r"format 3, expected 4.*run `citebot ingest`"):
+    with pytest.raises(StoreError, match=r"format 3, expected 5.*run `citebot ingest`"):
         open_elastic(es_url, es_alias).stamp()
     store = open_elastic(es_url, es_alias)
     store.open_for(STAMP)  # an ingest opens it, finds nothing changed, and commits
@@ -619,6 +688,39 @@ def test_an_elasticsearch_index_of_format_3_is_refused_for_reading_and_upgraded_
     assert reader.window_scores(E2, [k1])[k1][1].score == pytest.approx(1.0)
     store.close()
     reader.close()
+
+
+@pytest.mark.elasticsearch
+def test_an_elasticsearch_index_of_format_4_is_read_with_a_warning_and_cut_again_by_an_ingest(
+        es_url, es_alias, caplog):
+    from search.elastic import client as elastic_client
+    from search.elastic import lifecycle
+
+    _alias_an_index_of_an_earlier_layout(es_url, es_alias, (), format=4, docs=[KITCHEN, BEYOND_LATIN],
+                                         cut=_nfd_words)
+    first, _ = chunk_ids(BEYOND_LATIN)
+    k0, _, _ = chunk_ids(KITCHEN)
+    lifecycle._warned_formats.clear()
+    with caplog.at_level("WARNING", logger="citebot.search"):
+        reader = open_elastic(es_url, es_alias)
+        assert reader.stamp() == STAMP and reader.stamp() == STAMP
+        assert ids(reader.lexical(LexicalQuery((WeightedTerms(("kettle",)),)), 5))[0] == k0
+        assert reader.doc_freqs(["новый"]) == {"новый": 0}  # the old cut: "новыи"
+    warned = [r.getMessage() for r in caplog.records if "format 4, expected 5" in r.getMessage()]
+    assert len(warned) == 1 and "run `citebot ingest`" in warned[0]
+
+    store = open_elastic(es_url, es_alias)
+    store.open_for(STAMP)  # an ingest opens it, finds nothing changed, and commits a format-5 copy
+    store.commit_ingest()
+    again = open_elastic(es_url, es_alias)
+    assert again.doc_freqs(["новый", "άδεια"]) == {"новый": 2, "άδεια": 1}
+    assert ids(again.lexical(LexicalQuery((WeightedTerms(("άδεια",), stemmed=True),)), 5)) == [first]
+    client = elastic_client.connect(es_url)
+    index = next(iter(client.indices.get_alias(name=es_alias).body))
+    assert client.indices.get_mapping(index=index).body[index]["mappings"]["_meta"]["citebot"]["format"] == 5
+    client.close()
+    for s in (reader, store, again):
+        s.close()
 
 
 @pytest.mark.elasticsearch

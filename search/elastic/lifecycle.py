@@ -26,10 +26,12 @@ from search.elastic.client import ElasticClient
 from search.elastic.mapping import (
     INDEX_FORMAT,
     INDEX_SETTINGS,
+    READABLE_FORMATS,
     UPGRADABLE_FORMATS,
+    _chunk,
     _chunk_action,
     _document_action,
-    _stems_of,
+    _token_fields,
     _version,
     mapping_for,
 )
@@ -42,12 +44,13 @@ from search.elastic.writer import (
     _BulkWriter,
 )
 from search.errors import ModelMismatchError, StoreError
-from search.text import words
 from search.types import Chunk, DocumentRecord, ModelStamp, Window, text_hash
 
 # Standard logging: the command line routes it through its structlog handler; a program
 # that uses the store without configuring logging sees warnings only, on stderr.
 log = logging.getLogger("citebot.search")
+# Indices of a READABLE_FORMATS format this process has warned about (once each).
+_warned_formats: set[str] = set()
 
 # A build index left behind by a crashed ingest is deleted by a later commit once it
 # is older than this; younger ones may belong to an ingest still running elsewhere.
@@ -82,10 +85,23 @@ class ElasticLifecycle(ElasticClient):
 
     def _stamp_of(self, index: str, *, upgrading: bool = False) -> ModelStamp:
         """The index's model stamp. An index of an older format that an ingest can upgrade
-        is accepted only when `upgrading` (an ingest opening it); a reader is refused."""
+        is accepted when `upgrading` (an ingest opening it); a reader is refused, or for a
+        READABLE_FORMATS one warned once per process."""
         meta = self._citebot_meta(index)
         if meta.get("format") in UPGRADABLE_FORMATS and "model" in meta:
-            if not upgrading:
+            if not upgrading and meta["format"] in READABLE_FORMATS:
+                if index not in _warned_formats:
+                    _warned_formats.add(index)
+                    log.warning(
+                        "the index %s behind %s was written by an older citebot (format %s, expected %s): "
+                        "words beyond ASCII and Latin script may not be found; run `citebot ingest` on its "
+                        "collection again to upgrade it (every chunk is copied, nothing is embedded again)",
+                        index,
+                        self.alias,
+                        meta["format"],
+                        INDEX_FORMAT,
+                    )
+            elif not upgrading:
                 raise StoreError(
                     f"the index {index} behind {self.alias} was written by an older citebot "
                     f"(format {meta['format']}, expected {INDEX_FORMAT}: it lacks the stemmed "
@@ -300,7 +316,7 @@ class ElasticLifecycle(ElasticClient):
             if src["source"] in skip:
                 continue
             if upgrade and src.get("kind") == "chunk":
-                src = {**src, **_stems_of(words(src["text"]), words(" ".join(src.get("heading_path") or ())))}
+                src = {**src, **_token_fields(src["text"], _chunk(src).heading_text())}
             yield {"_op_type": "index", "_index": target, "_id": hit["_id"], "_source": src}
 
     def _drop_old_indices(self, keep: str) -> None:

@@ -57,8 +57,14 @@ from search.types import (
 # index is refused for reading; `citebot ingest` upgrades it: the next run builds a
 # format-4 index even when no document changed, copying each chunk with its stems added
 # (from the stored text; nothing is embedded again).
-INDEX_FORMAT = 4
-UPGRADABLE_FORMATS = frozenset({3})
+# 5: tokens beyond ASCII cut as SQLite's unicode61 cuts them (search/text.py: "новый" no
+# longer "новыи", "άλφα" no longer "αλφα"). A format-4 index is still read, with a warning:
+# its ASCII and Latin tokens are the same, its other words are not found as the question
+# cuts them. `citebot ingest` upgrades a format-3 or -4 index, cutting every chunk's token
+# fields again from its stored text.
+INDEX_FORMAT = 5
+UPGRADABLE_FORMATS = frozenset({3, 4})
+READABLE_FORMATS = frozenset({4})  # of the upgradable ones: read until an ingest upgrades them
 
 # Lucene's BM25 with SQLite FTS5's constants (search/embedded.py ranks by FTS5's bm25()),
 # as the index's default similarity.
@@ -168,14 +174,20 @@ def _document_action(index: str, doc: DocumentRecord) -> dict[str, Any]:
     }
 
 
-def _stems_of(text_words: Sequence[str], heading_words: Sequence[str]) -> dict[str, str]:
-    """A chunk's stemmed fields, from its words (the same tokens the embedded store stems)."""
-    return {"stems": " ".join(map(stem, text_words)), "heading_stems": " ".join(map(stem, heading_words))}
+def _token_fields(text: str, heading: str) -> dict[str, Any]:
+    """A chunk's lexical fields: the tokens of its text and of its headings
+    (search.text.words), their stems (the same the embedded store stems) and its vocabulary."""
+    text_words, heading_words = words(text), words(heading)
+    return {
+        "words": " ".join(text_words),
+        "heading": " ".join(heading_words),
+        "stems": " ".join(map(stem, text_words)),
+        "heading_stems": " ".join(map(stem, heading_words)),
+        "vocab": sorted(set(text_words) | set(heading_words)),
+    }
 
 
 def _chunk_action(index: str, c: Chunk, windows: Sequence[Window], changed_at: str | None = None) -> dict[str, Any]:
-    text_words = words(c.text)
-    heading_words = words(c.heading_text())
     return {
         "_op_type": "index",
         "_index": index,
@@ -198,10 +210,7 @@ def _chunk_action(index: str, c: Chunk, windows: Sequence[Window], changed_at: s
             "text_hash": text_hash(c.text),
             "changed_at": changed_at,
             **({"sections": data} if (data := sections_as_data(c.sections)) else {}),
-            "words": " ".join(text_words),
-            "heading": " ".join(heading_words),
-            **_stems_of(text_words, heading_words),
-            "vocab": sorted(set(text_words) | set(heading_words)),
+            **_token_fields(c.text, c.heading_text()),
             "windows": [
                 {
                     "index": w.index,
