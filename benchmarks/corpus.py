@@ -280,6 +280,7 @@ def elastic_copy(source: EmbeddedStore, alias: str):
     """An Elasticsearch store under `alias` holding the same chunks and vectors as `source`
     (reused when it already does: filling it again takes minutes for the large corpus)."""
     from search.elastic import ElasticStore, connect
+    from search.elastic.mapping import INDEX_FORMAT
     from search.errors import StoreError
 
     store = ElasticStore(connect(elastic_url(), timeout_s=120), alias=alias)
@@ -287,7 +288,9 @@ def elastic_copy(source: EmbeddedStore, alias: str):
         stamp = store.stamp()
     except StoreError:  # an index of an older format (search/elastic/mapping.py INDEX_FORMAT): fill again
         stamp = None
-    if stamp is None or store.chunk_count() != source.chunk_count() or stamp != source.stamp():
+    index = store._current_index()
+    layout = store._citebot_meta(index).get("format") if index else None  # an older one may still be read
+    if stamp is None or layout != INDEX_FORMAT or store.chunk_count() != source.chunk_count() or stamp != source.stamp():
         seconds = copy_into(source, store)
         print(f"filled {alias}: {source.chunk_count()} chunks in {seconds:.1f} s", file=sys.stderr)
     return store
