@@ -290,7 +290,8 @@ def elastic_copy(source: EmbeddedStore, alias: str):
         stamp = None
     index = store._current_index()
     layout = store._citebot_meta(index).get("format") if index else None  # an older one may still be read
-    if stamp is None or layout != INDEX_FORMAT or store.chunk_count() != source.chunk_count() or stamp != source.stamp():
+    if (stamp is None or layout != INDEX_FORMAT or store.chunk_count() != source.chunk_count()
+            or stamp != source.stamp()):
         seconds = copy_into(source, store)
         print(f"filled {alias}: {source.chunk_count()} chunks in {seconds:.1f} s", file=sys.stderr)
     return store
