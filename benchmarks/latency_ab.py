@@ -64,7 +64,15 @@ def worker() -> None:
 
     embedder = Embedder()
     source = corpus.embedded_store(embedder)
-    stores = {"embedded": source, "elasticsearch": corpus.elastic_copy(source, "citebot-bench-rust")}
+    if hasattr(source, "build_postings"):  # a server's steady state (search/embedded_postings.py)
+        source.build_postings()
+    try:  # an index per layout: the revision compared with may read only its own
+        from search.elastic.mapping import INDEX_FORMAT
+
+        alias = f"citebot-bench-rust-f{INDEX_FORMAT}"
+    except ImportError:
+        alias = "citebot-bench-rust"
+    stores = {"embedded": source, "elasticsearch": corpus.elastic_copy(source, alias)}
     retrievers = {b: Retriever(s, embedder.encode_query, Glossary.empty()) for b, s in stores.items()}
     tops = {}
     for backend, retriever in retrievers.items():  # warm: caches, calibration, HNSW pages

@@ -7,6 +7,8 @@ total is not their sum), lexical, fuse, rerank (when a reranker is configured) a
 the Rust books and standard library reference from Debian's rust-doc, 10,000+ chunks
 (benchmarks/corpus.py fetches and embeds it once into ~/.cache/citebot/bench/rust-doc; the
 first run builds it, about 6 minutes on 2 shared cores). Also prints the share of questions whose top 5 is the same on both backends.
+The embedded store is measured as a server has it once the collection is quiet: its lexical
+postings built (search/embedded_postings.py).
 
     eval "$(scripts/services start)"
     .venv/bin/python -m benchmarks.retrieval_latency [--corpus examples|rust|both]
@@ -64,6 +66,7 @@ def stage_figures(samples: dict[str, list[float]]) -> dict[str, dict[str, float]
 
 def run(name: str, source, questions: list[str], glossary: Glossary,
         embedder: Embedder, reranker=None, stems_cost: bool = False) -> dict[str, Any]:
+    source.build_postings()  # a server's steady state: built once the collection is quiet (search/embedded_postings.py)
     stores = {"embedded": source, "elasticsearch": corpus.elastic_copy(source, f"citebot-bench-{name}")}
     out: dict[str, Any] = {"corpus": name, "chunks": source.chunk_count(),
                            "questions": len(questions), "backends": {}}

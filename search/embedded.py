@@ -34,6 +34,7 @@ from search.embedded_connection import SerialConnection, in_scope
 from search.embedded_installs import InstallRows
 from search.embedded_lexical import LexicalReads
 from search.embedded_migrations import migrate, write_pending_stems, write_stems
+from search.embedded_postings import PostingsKeeper
 from search.errors import DimensionError, IngestLockedError, ModelMismatchError, StoreError
 from search.scope import Scope, limiting
 from search.types import (
@@ -85,6 +86,7 @@ class EmbeddedStore(LexicalReads, InstallRows):
         self._matrix: tuple[int, np.ndarray, np.ndarray, list[str], list[str]] | None = None
         self._masks: dict[tuple[int, tuple[str, ...]], np.ndarray] = {}
         self._vocab_cache: dict[tuple[int, tuple[str, ...]], list[str]] = {}
+        self._keeper = PostingsKeeper()
 
     # -- stamp ----------------------------------------------------------------------------
     def stamp(self) -> ModelStamp | None:
@@ -178,7 +180,7 @@ class EmbeddedStore(LexicalReads, InstallRows):
                 self._db.execute("ROLLBACK")
                 raise
             self._matrix = None
-            self._vocab_cache.clear()
+            self._lexical_changed()
 
     def _delete_source(self, source: str) -> None:
         ids = [
@@ -204,7 +206,7 @@ class EmbeddedStore(LexicalReads, InstallRows):
                 self._db.execute("ROLLBACK")
                 raise
             self._matrix = None
-            self._vocab_cache.clear()
+            self._lexical_changed()
 
     def _drop_stats(self) -> None:
         """Statistics describe the collection they were measured on: a write ends them."""

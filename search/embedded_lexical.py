@@ -5,17 +5,22 @@ scope. A mixin of EmbeddedStore (search/embedded.py), which owns the connection 
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from search import embedded_postings
+from search.embedded_postings import Postings, PostingsKeeper
 from search.scope import Scope, limiting
 from search.text import query_stems
 from search.types import LexicalQuery
 
 if TYPE_CHECKING:
     from search.types import Chunk
+
+log = logging.getLogger("citebot.search")
 
 # How many FTS5 matches one lexical group may contribute before the groups are summed and
 # cut to the arm's pool (30). 100 ranked the dev items as 500 did and kept the rust-doc
@@ -44,6 +49,7 @@ class LexicalReads:
     _db: sqlite3.Connection
     _lock: threading.RLock
     _vocab_cache: dict[tuple[int, tuple[str, ...]], list[str]]
+    _keeper: PostingsKeeper  # the term groups' postings in memory (search/embedded_postings.py)
 
     if TYPE_CHECKING:  # EmbeddedStore's
 
@@ -75,8 +81,10 @@ class LexicalReads:
     def lexical(
         self, query: LexicalQuery, k: int, *, scope: Scope | None = None, chunks: dict[str, Chunk] | None = None
     ) -> list[tuple[str, float]]:
-        """FTS5's ranking; `chunks` is left as it is (the caller reads them, a local read)."""
+        """FTS5's ranking (a group of single words from the postings in memory once they
+        are built: the same scores); `chunks` is left as it is (the caller reads them)."""
         scores: dict[int, float] = {}
+        postings = self._postings() if query.groups else None
         for group in query.groups:
             if not group.terms:
                 continue
@@ -87,14 +95,53 @@ class LexicalReads:
                 terms, table = list(group.terms), "chunks_fts"
             if not terms:
                 continue
-            expression = " OR ".join(f'"{t}"' for t in terms)
-            for rowid, score in self._match(expression, LEXICAL_GROUP_LIMIT, scope, table):
+            if postings is not None and not any(" " in t for t in terms):
+                ranked = postings.tables[table].top(terms, LEXICAL_GROUP_LIMIT, postings.allowed(limiting(scope)))
+            else:
+                ranked = self._match(" OR ".join(f'"{t}"' for t in terms), LEXICAL_GROUP_LIMIT, scope, table)
+            for rowid, score in ranked:
                 scores[rowid] = scores.get(rowid, 0.0) + group.weight * score
         for phrase, weight in query.phrases:
             for rowid, score in self._match(f'text : "{phrase}"', LEXICAL_GROUP_LIMIT, scope):
                 scores[rowid] = scores.get(rowid, 0.0) + weight * score
         top = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
         return self._ids_for(top)
+
+    def _postings(self) -> Postings | None:
+        """The postings of the collection as it is now, or None (FTS5 answers); may start
+        their build on a background thread (search/embedded_postings.py)."""
+        with self._lock:
+            version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        return self._keeper.for_read(version, self._build_postings_later)
+
+    def _build_postings_later(self, version: tuple[int, int]) -> None:
+        threading.Thread(target=self.build_postings, args=(version[1],), name="citebot-postings", daemon=True).start()
+
+    def build_postings(self, generation: int | None = None) -> None:
+        """Build the postings of the collection as it is now (a benchmark calls this to
+        measure them at once; reads start it on a thread). A failure leaves FTS5 answering."""
+        keeper = self._keeper
+        postings = None
+        try:
+            postings = embedded_postings.build(
+                self._read_for_postings, keeper.generation if generation is None else generation, HEADING_WEIGHT
+            )
+        except (sqlite3.Error, MemoryError) as exc:  # a store closed under it, a disk error
+            log.warning("the lexical postings were not built (FTS5 goes on answering): %s", exc)
+        finally:
+            keeper.install(postings)
+
+    def _read_for_postings(self) -> tuple[int, dict[str, list], dict[int, str]]:
+        with self._lock:
+            version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+            rows = {t: list(self._db.execute(f"SELECT id, c0, c1 FROM {t}_content")) for t in embedded_postings.TABLES}
+            sources = dict(self._db.execute("SELECT id, source FROM chunks"))
+        return version, rows, sources
+
+    def _lexical_changed(self) -> None:
+        """This store wrote chunks: the vocabularies and postings read before are of another version."""
+        self._vocab_cache.clear()
+        self._keeper.changed()
 
     def _ids_for(self, ranked: list[tuple[int, float]]) -> list[tuple[str, float]]:
         if not ranked:
