@@ -35,12 +35,15 @@ once. A variant is a JSON object of RetrievalConfig fields (`dense_weight`, `rrf
   of the collection's vocabulary whose vector (the word embedded alone) has cosine >= τ to
   its own, searched by the lexical arm as one more term group at weight w (and its stemmed
   copy), as a one-word glossary alias is (benchmarks/vocab_probe.py; vectors cached beside
-  the store); --show-neighbours prints each question's;
+  the store); --show-neighbours prints each question's; `vocab_max_df` d: only the words
+  the collection holds in d chunks or fewer are expanded (0: the words it lacks);
 - `focus_lexical`: the lexical arm's plain term group is the question's content with Slack
   filler set aside (search.focus), not all its content words.
 
 Prints, per collection and variant: n, R@1, R@5, MRR and paraphrase R@5 (hybrid, or
-`"mode"` in the variant), and with --ranks each item's first relevant rank.
+`"mode"` in the variant), and with --ranks each item's first relevant rank; with --pair
+each variant minus its base (`{}`, or `{"mode": m}` for a variant of mode m, when listed),
+pooled over the collections: R@5 and paraphrase R@5, paired bootstrap, items moved.
 docs/decisions/0044-dense-weight-in-fusion.md, 0050-handbook-dense-levers.md and
 0056-vocabulary-neighbours.md hold the figures and what was kept.
 """
@@ -71,7 +74,7 @@ from search.types import WeightedTerms
 CONFIG_FIELDS = {f.name for f in fields(RetrievalConfig)}
 PROBES = {"doc_decay", "heading_weight", "lexical_limit", "no_stopword_phrases", "lexical_coverage", "focus_dense",
           "hub", "mode", "extra", "title_scale", "doc_mix", "prf", "fm_title", "para_min_tokens",
-          "vocab_neighbours", "focus_lexical"}
+          "vocab_neighbours", "vocab_max_df", "focus_lexical"}
 
 
 class Probe(Retriever):
@@ -101,7 +104,9 @@ class Probe(Retriever):
             groups[0] = WeightedTerms(tuple(f.terms), groups[0].weight)
         if self.probe.get("vocab_neighbours"):
             n, tau, w = self.probe["vocab_neighbours"]
-            near = self.neighbours.terms(self._question, n, tau)
+            cap = self.probe.get("vocab_max_df")
+            only = None if cap is None else {t for t in asked.terms if asked.dfs.get(t, 0) <= cap}
+            near = self.neighbours.terms(self._question, n, tau, only)
             if near:
                 groups.append(WeightedTerms(tuple(near), w))
         if config.stemming:
@@ -289,12 +294,15 @@ def vocab_for(store: EmbeddedStore, store_dir: Path, embedder: Embedder) -> Voca
     return vocab
 
 
-def show_neighbours(vocab: VocabNeighbours, items: list[dict], n: int, tau: float) -> None:
-    """Each question's expansions for one (n, tau)."""
-    print(f"  neighbours n={n} tau={tau}:")
+def show_neighbours(store: EmbeddedStore, vocab: VocabNeighbours, items: list[dict], n: int, tau: float) -> None:
+    """Each question's expansions for one (n, tau), each word with the chunks holding it."""
+    print(f"  neighbours n={n} tau={tau} (word(chunks holding it) -> neighbour cosine):")
     for it in items:
         near = {w: found for w, found in vocab.near(it["question"], n, tau).items() if found}
-        shown = "; ".join(f"{w} -> " + ", ".join(f"{t} {c:.2f}" for t, c in found) for w, found in near.items())
+        dfs = store.doc_freqs(list(near)) if near else {}
+        shown = "; ".join(
+            f"{w}({dfs.get(w, 0)}) -> " + ", ".join(f"{t} {c:.2f}" for t, c in found) for w, found in near.items()
+        )
         print(f"    {it['id']}: {shown or '(none)'}")
 
 
@@ -349,7 +357,7 @@ def run(
             n, tau, _ = variant["vocab_neighbours"]
             if show and (n, tau) not in shown:
                 shown.add((n, tau))
-                show_neighbours(vocab, items, n, tau)
+                show_neighbours(store, vocab, items, n, tau)
         config = RetrievalConfig(**{k: v for k, v in variant.items() if k in CONFIG_FIELDS})
         retriever = Probe(store, encode, glossary, config, probe=variant, neighbours=vocab)
         ranks = {}
@@ -365,7 +373,7 @@ def run(
             "r5": sum(1 for r in ranks.values() if r and r <= 5) / n,
             "mrr": sum(1 / r for r in ranks.values() if r) / n,
             "para_r5": sum(1 for i in para if ranks[i] and ranks[i] <= 5) / (len(para) or 1),
-            "ranks": ranks,
+            "ranks": ranks, "paraphrase": para,
         })
     embedded_lexical.HEADING_WEIGHT = 0.5
     embedded_lexical.LEXICAL_GROUP_LIMIT = group_limit
@@ -376,6 +384,29 @@ def run(
     return out
 
 
+def paired(rows: list[dict], variants: list[dict]) -> None:
+    """Each variant minus its base (the variant of the list that is `{}` in the same mode), pooled
+    over the collections: R@5 and paraphrase R@5 with quality.paired_bootstrap, items moved."""
+    for variant in variants:
+        base = {"mode": variant["mode"]} if variant.get("mode", "hybrid") != "hybrid" else {}
+        if variant == base or base not in variants:
+            continue
+        a, b, pa, pb, gained, lost = [], [], [], [], [], []
+        for row in (r for r in rows if r["variant"] == variant):
+            old = next(r for r in rows if r["collection"] == row["collection"] and r["variant"] == base)
+            for item, rank in row["ranks"].items():
+                x, y = float(bool(old["ranks"][item] and old["ranks"][item] <= 5)), float(bool(rank and rank <= 5))
+                a.append(x), b.append(y)
+                if item in row["paraphrase"]:
+                    pa.append(x), pb.append(y)
+                (gained if y > x else lost if x > y else []).append(item)
+        r5 = quality.paired_bootstrap(np.array(a), np.array(b))
+        p5 = quality.paired_bootstrap(np.array(pa), np.array(pb))
+        print(f"{json.dumps(variant)} minus {json.dumps(base)} ({len(a)} items, {len(pa)} paraphrase): "
+              f"R@5 {r5[0]:+.3f} [{r5[1]:+.3f}, {r5[2]:+.3f}], para@5 {p5[0]:+.3f} [{p5[1]:+.3f}, {p5[2]:+.3f}]; "
+              f"gained {', '.join(gained) or 'none'}; lost {', '.join(lost) or 'none'}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--collections", required=True, help="comma-separated; examples for the sample handbook")
@@ -383,17 +414,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--split", default="dev", choices=("dev", "heldout", "all"))
     p.add_argument("--ranks", action="store_true", help="print each item's first relevant rank too")
     p.add_argument("--show-neighbours", action="store_true", help="print each question's vocab_neighbours")
+    p.add_argument("--pair", action="store_true", help="pair each variant with its base, pooled over the collections")
     args = p.parse_args(argv)
     variants = json.loads(args.variants)
     embedder = Embedder()
+    rows = []
     for target in quality.targets(args.collections.split(",")):
         if target.heldout:
             raise SystemExit(f"{target.name} is held out whole: measure it with benchmarks.quality, once")
         for row in run(target, variants, args.split, embedder, args.show_neighbours):
+            rows.append(row)
             print(f"{row['collection']:16s} {json.dumps(row['variant']):40s} n={row['n']:3d} R@1={row['r1']:.3f} "
                   f"R@5={row['r5']:.3f} MRR={row['mrr']:.3f} para@5={row['para_r5']:.3f}", flush=True)
             if args.ranks:
                 print("  " + json.dumps(row["ranks"]))
+    if args.pair:
+        paired(rows, variants)
     return 0
 
 

@@ -76,10 +76,13 @@ class VocabNeighbours:
             self._word_vectors.update(zip(new, vs, strict=True))
         return np.stack([self._word_vectors[w] for w in ws]) if ws else np.zeros((0, self.vectors.shape[1]), np.float32)
 
-    def near(self, question: str, n: int, tau: float) -> dict[str, list[tuple[str, float]]]:
-        """Per expandable word of the question, up to n vocabulary words of cosine >= tau to it,
-        nearest first: not the word, nor one sharing its stem, nor a content word of the question."""
-        ws = expandable(question)
+    def near(
+        self, question: str, n: int, tau: float, only: set[str] | None = None
+    ) -> dict[str, list[tuple[str, float]]]:
+        """Per expandable word of the question (of those in `only`, when given), up to n
+        vocabulary words of cosine >= tau to it, nearest first: not the word, nor one sharing
+        its stem, nor a content word of the question."""
+        ws = [w for w in expandable(question) if only is None or w in only]
         if not ws or not self.words:
             return {}
         asked = set(content_words(question))
@@ -97,6 +100,6 @@ class VocabNeighbours:
             out[w] = found
         return out
 
-    def terms(self, question: str, n: int, tau: float) -> list[str]:
-        """The neighbours of all the question's words, one group's terms, without repeats."""
-        return list(dict.fromkeys(t for found in self.near(question, n, tau).values() for t, _ in found))
+    def terms(self, question: str, n: int, tau: float, only: set[str] | None = None) -> list[str]:
+        """The neighbours of the question's words, one group's terms, without repeats."""
+        return list(dict.fromkeys(t for found in self.near(question, n, tau, only).values() for t, _ in found))

@@ -87,6 +87,15 @@ def test_a_planted_synonym_is_a_neighbour_and_a_group_at_weight_w(tiny, embedder
     assert [(g.weight, g.stemmed) for g in added] == [(0.3, False), (pytest.approx(0.3 * STEM_WEIGHT), True)]
     hits = probe.retrieve(question, mode="lexical", top_k=5).hits
     assert {h.chunk.source for h in hits} >= {"benefits.md", "family.md"}
+    # vocab_max_df 0: only the words the collection lacks are expanded ("wife", not "spouse").
+    capped = Probe(store, embedder.encode_query, probe={"vocab_neighbours": [3, 0.0, 0.3], "vocab_max_df": 0},
+                   neighbours=vocab)
+    both = "my wife or spouse"
+    capped._question = both
+    groups, _ = capped._term_groups(capped._analyse(both, None))
+    assert list(vocab.near(both, 3, 0.0, {"wife"})) == ["wife"]
+    added = [g.terms for g in groups if g.weight == 0.3 and not g.stemmed]
+    assert added == [tuple(vocab.terms(both, 3, 0.0, {"wife"}))] != [tuple(vocab.terms(both, 3, 0.0))]
     plain = Probe(store, embedder.encode_query, probe={})
     assert not {h.chunk.source for h in plain.retrieve(question, mode="lexical", top_k=5).hits} & {"benefits.md"}
 
