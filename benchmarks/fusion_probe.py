@@ -38,7 +38,8 @@ once. A variant is a JSON object of RetrievalConfig fields (`dense_weight`, `rrf
   the store); --show-neighbours prints each question's; `vocab_max_df` d: only the words
   the collection holds in d chunks or fewer are expanded (0: the words it lacks);
 - `focus_lexical`: the lexical arm's plain term group is the question's content with Slack
-  filler set aside (search.focus), not all its content words.
+  filler set aside (search.focus), not all its content words; with `vocab_neighbours`,
+  only those words are expanded.
 
 Prints, per collection and variant: n, R@1, R@5, MRR and paraphrase R@5 (hybrid, or
 `"mode"` in the variant), and with --ranks each item's first relevant rank; with --pair
@@ -106,6 +107,8 @@ class Probe(Retriever):
             n, tau, w = self.probe["vocab_neighbours"]
             cap = self.probe.get("vocab_max_df")
             only = None if cap is None else {t for t in asked.terms if asked.dfs.get(t, 0) <= cap}
+            if self.probe.get("focus_lexical") and f.changed:  # the focused words only
+                only = set(f.terms) if only is None else only & set(f.terms)
             near = self.neighbours.terms(self._question, n, tau, only)
             if near:
                 groups.append(WeightedTerms(tuple(near), w))
@@ -386,24 +389,25 @@ def run(
 
 def paired(rows: list[dict], variants: list[dict]) -> None:
     """Each variant minus its base (the variant of the list that is `{}` in the same mode), pooled
-    over the collections: R@5 and paraphrase R@5 with quality.paired_bootstrap, items moved."""
+    over the collections: R@5, paraphrase R@5 and MRR with quality.paired_bootstrap, items moved."""
     for variant in variants:
         base = {"mode": variant["mode"]} if variant.get("mode", "hybrid") != "hybrid" else {}
         if variant == base or base not in variants:
             continue
-        a, b, pa, pb, gained, lost = [], [], [], [], [], []
+        a, b, pa, pb, ma, mb, gained, lost = [], [], [], [], [], [], [], []
         for row in (r for r in rows if r["variant"] == variant):
             old = next(r for r in rows if r["collection"] == row["collection"] and r["variant"] == base)
             for item, rank in row["ranks"].items():
-                x, y = float(bool(old["ranks"][item] and old["ranks"][item] <= 5)), float(bool(rank and rank <= 5))
-                a.append(x), b.append(y)
+                was = old["ranks"][item]
+                x, y = float(bool(was and was <= 5)), float(bool(rank and rank <= 5))
+                a.append(x), b.append(y), ma.append(1 / was if was else 0.0), mb.append(1 / rank if rank else 0.0)
                 if item in row["paraphrase"]:
                     pa.append(x), pb.append(y)
                 (gained if y > x else lost if x > y else []).append(item)
-        r5 = quality.paired_bootstrap(np.array(a), np.array(b))
-        p5 = quality.paired_bootstrap(np.array(pa), np.array(pb))
-        print(f"{json.dumps(variant)} minus {json.dumps(base)} ({len(a)} items, {len(pa)} paraphrase): "
-              f"R@5 {r5[0]:+.3f} [{r5[1]:+.3f}, {r5[2]:+.3f}], para@5 {p5[0]:+.3f} [{p5[1]:+.3f}, {p5[2]:+.3f}]; "
+        figures = [quality.paired_bootstrap(np.array(u), np.array(v)) for u, v in ((a, b), (pa, pb), (ma, mb))]
+        shown = ", ".join(f"{name} {d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for name, (d, lo, hi) in
+                          zip(("R@5", "para@5", "MRR"), figures, strict=True))
+        print(f"{json.dumps(variant)} minus {json.dumps(base)} ({len(a)} items, {len(pa)} paraphrase): {shown}; "
               f"gained {', '.join(gained) or 'none'}; lost {', '.join(lost) or 'none'}", flush=True)
 
 

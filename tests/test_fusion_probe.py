@@ -112,3 +112,20 @@ def test_focus_lexical_searches_the_question_without_filler(tiny):
     base._question = question
     assert base._term_groups(base._analyse(question, None))[0][0].terms == tuple(content_words(question))
     assert next(g.terms for g in groups if g.stemmed) == tuple(f.terms)
+
+
+def test_paired_lists_the_items_moved_against_the_base_of_the_same_mode(capsys):
+    from benchmarks.fusion_probe import paired
+
+    def row(variant, ranks):
+        return {"collection": "c", "variant": variant, "ranks": ranks, "paraphrase": ["p1"]}
+
+    variants = [{}, {"x": 1}, {"mode": "lexical"}, {"mode": "lexical", "x": 1}]
+    rows = [row({}, {"p1": 7, "a1": 1}), row({"x": 1}, {"p1": 2, "a1": 1}),
+            row({"mode": "lexical"}, {"p1": 1, "a1": None}), row({"mode": "lexical", "x": 1}, {"p1": None, "a1": None})]
+    paired(rows, variants)
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2
+    assert out[0].startswith('{"x": 1} minus {} (2 items, 1 paraphrase): R@5 +0.500') and "gained p1; lost none" in out[0]
+    assert out[1].startswith('{"mode": "lexical", "x": 1} minus {"mode": "lexical"}') and "gained none; lost p1" in out[1]
+    assert "para@5 -1.000" in out[1]
