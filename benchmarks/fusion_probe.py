@@ -37,6 +37,8 @@ once. A variant is a JSON object of RetrievalConfig fields (`dense_weight`, `rrf
   copy), as a one-word glossary alias is (benchmarks/vocab_probe.py; vectors cached beside
   the store); --show-neighbours prints each question's; `vocab_max_df` d: only the words
   the collection holds in d chunks or fewer are expanded (0: the words it lacks);
+- `vocab_question` [n, τ, w]: the same group made of the n vocabulary words nearest the whole
+  question's vector (cosine >= τ), none a question word or of its stem;
 - `focus_lexical`: the lexical arm's plain term group is the question's content with Slack
   filler set aside (search.focus), not all its content words; with `vocab_neighbours`,
   only those words are expanded.
@@ -75,7 +77,8 @@ from search.types import WeightedTerms
 CONFIG_FIELDS = {f.name for f in fields(RetrievalConfig)}
 PROBES = {"doc_decay", "heading_weight", "lexical_limit", "no_stopword_phrases", "lexical_coverage", "focus_dense",
           "hub", "mode", "extra", "title_scale", "doc_mix", "prf", "fm_title", "para_min_tokens",
-          "vocab_neighbours", "vocab_max_df", "focus_lexical"}
+          "vocab_neighbours", "vocab_max_df", "vocab_question",
+          "focus_lexical"}
 
 
 class Probe(Retriever):
@@ -112,6 +115,11 @@ class Probe(Retriever):
             near = self.neighbours.terms(self._question, n, tau, only)
             if near:
                 groups.append(WeightedTerms(tuple(near), w))
+        if self.probe.get("vocab_question"):
+            n, tau, w = self.probe["vocab_question"]
+            near = self.neighbours.near_vector(self.encode_query(self._question), self._question, n, tau)
+            if near:
+                groups.append(WeightedTerms(tuple(t for t, _ in near), w))
         if config.stemming:
             groups += [WeightedTerms(g.terms, g.weight * STEM_WEIGHT, stemmed=True) for g in groups]
         return groups, alias_phrases
@@ -355,12 +363,19 @@ def run(
             store.dense = built_dense["fm_title"]  # type: ignore[method-assign]
         if "doc_mix" in variant:
             store.dense = doc_mix_dense(store, variant["doc_mix"])  # type: ignore[method-assign]
-        if variant.get("vocab_neighbours"):
+        if variant.get("vocab_neighbours") or variant.get("vocab_question"):
             vocab = vocab or vocab_for(store, store_dir, embedder)
+        if variant.get("vocab_neighbours"):
             n, tau, _ = variant["vocab_neighbours"]
             if show and (n, tau) not in shown:
                 shown.add((n, tau))
                 show_neighbours(store, vocab, items, n, tau)
+        if variant.get("vocab_question") and show:
+            n, tau, _ = variant["vocab_question"]
+            print(f"  words nearest the question n={n} tau={tau}:")
+            for it in items:
+                near = vocab.near_vector(encode(it["question"]), it["question"], n, tau)
+                print(f"    {it['id']}: " + (", ".join(f"{t} {c:.2f}" for t, c in near) or "(none)"))
         config = RetrievalConfig(**{k: v for k, v in variant.items() if k in CONFIG_FIELDS})
         retriever = Probe(store, encode, glossary, config, probe=variant, neighbours=vocab)
         ranks = {}

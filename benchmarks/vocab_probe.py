@@ -100,6 +100,20 @@ class VocabNeighbours:
             out[w] = found
         return out
 
+    def near_vector(self, vector: np.ndarray, question: str, n: int, tau: float) -> list[tuple[str, float]]:
+        """Up to n vocabulary words of cosine >= tau to the whole question's vector, nearest
+        first, none a content word of the question or sharing a stem with one."""
+        asked = set(content_words(question))
+        own = {stem(w) for w in asked}
+        row = self.vectors @ vector.astype(np.float32)
+        found: list[tuple[str, float]] = []
+        for i in np.argsort(-row, kind="stable"):
+            if row[i] < tau or len(found) >= n:
+                break
+            if self.words[i] not in asked and self.stems[i] not in own:
+                found.append((self.words[i], float(row[i])))
+        return found
+
     def terms(self, question: str, n: int, tau: float, only: set[str] | None = None) -> list[str]:
         """The neighbours of the question's words, one group's terms, without repeats."""
         return list(dict.fromkeys(t for found in self.near(question, n, tau, only).values() for t, _ in found))

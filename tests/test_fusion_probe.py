@@ -129,3 +129,18 @@ def test_paired_lists_the_items_moved_against_the_base_of_the_same_mode(capsys):
     assert out[0].startswith('{"x": 1} minus {} (2 items, 1 paraphrase): R@5 +0.500') and "gained p1; lost none" in out[0]
     assert out[1].startswith('{"mode": "lexical", "x": 1} minus {"mode": "lexical"}') and "gained none; lost p1" in out[1]
     assert "para@5 -1.000" in out[1]
+
+
+def test_vocab_question_adds_the_words_nearest_the_whole_question(tiny, embedder):
+    store, store_dir = tiny
+    vocab = VocabNeighbours(store, embedder, store_dir)
+    assert vocab.words == ["club", "spouse", "wifes"]
+    question = "my wife's club"
+    near = vocab.near_vector(embedder.encode_query(question), question, 10, 0.0)
+    assert [t for t, _ in near] == ["spouse"]  # "club" is asked, "wifes" has the stem of "wife"
+    assert vocab.near_vector(embedder.encode_query(question), question, 10, 0.99) == []
+    probe = Probe(store, embedder.encode_query, probe={"vocab_question": [10, 0.0, 0.4]}, neighbours=vocab)
+    probe._question = question
+    groups, _ = probe._term_groups(probe._analyse(question, None))
+    assert [(g.terms, g.weight) for g in groups if "spouse" in g.terms] == [
+        (("spouse",), 0.4), (("spouse",), pytest.approx(0.4 * STEM_WEIGHT))]
