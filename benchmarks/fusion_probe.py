@@ -30,12 +30,25 @@ once. A variant is a JSON object of RetrievalConfig fields (`dense_weight`, `rrf
 - `prf` [m, α]: the dense arm searches again with the question's vector plus α × the mean
   of the best windows of its first m chunks (pseudo-relevance feedback), and ranks by that;
 - `fm_title`: every window embedded again with the `title:` of its Markdown document's
-  front matter heading its heading path (the path lacks it: the loader names the page with it, 0055).
+  front matter heading its heading path (the path lacks it: the loader names the page with it, 0055);
+- `vocab_neighbours` [n, τ, w]: each content word of the question expanded with up to n words
+  of the collection's vocabulary whose vector (the word embedded alone) has cosine >= τ to
+  its own, searched by the lexical arm as one more term group at weight w (and its stemmed
+  copy), as a one-word glossary alias is (benchmarks/vocab_probe.py; vectors cached beside
+  the store); --show-neighbours prints each question's; `vocab_max_df` d: only the words
+  the collection holds in d chunks or fewer are expanded (0: the words it lacks);
+- `vocab_question` [n, τ, w]: the same group made of the n vocabulary words nearest the whole
+  question's vector (cosine >= τ), none a question word or of its stem;
+- `focus_lexical`: the lexical arm's plain term group is the question's content with Slack
+  filler set aside (search.focus), not all its content words; with `vocab_neighbours`,
+  only those words are expanded.
 
 Prints, per collection and variant: n, R@1, R@5, MRR and paraphrase R@5 (hybrid, or
-`"mode"` in the variant), and with --ranks each item's first relevant rank.
-docs/decisions/0044-dense-weight-in-fusion.md and 0050-handbook-dense-levers.md hold the figures
-and what was kept.
+`"mode"` in the variant), and with --ranks each item's first relevant rank; with --pair
+each variant minus its base (`{}`, or `{"mode": m}` for a variant of mode m, when listed),
+pooled over the collections: R@5 and paraphrase R@5, paired bootstrap, items moved.
+docs/decisions/0044-dense-weight-in-fusion.md, 0050-handbook-dense-levers.md and
+0056-vocabulary-neighbours.md hold the figures and what was kept.
 """
 
 from __future__ import annotations
@@ -49,27 +62,67 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import quality
+from benchmarks.vocab_probe import VocabNeighbours
 from ingest.embedder import Embedder
 from search import embedded_lexical, fusion
 from search.embedded import EmbeddedStore
 from search.focus import focus
 from search.glossary import Glossary
-from search.retrieval_config import PHRASE_MIN_CONTENT, RetrievalConfig
+from search.retrieval_config import PHRASE_MIN_CONTENT, STEM_WEIGHT, RetrievalConfig
 from search.retrieve import Retriever
 from search.support import _best_coverage
 from search.text import STOPWORDS, words
+from search.types import WeightedTerms
 
 CONFIG_FIELDS = {f.name for f in fields(RetrievalConfig)}
 PROBES = {"doc_decay", "heading_weight", "lexical_limit", "no_stopword_phrases", "lexical_coverage", "focus_dense",
-          "hub", "mode", "extra", "title_scale", "doc_mix", "prf", "fm_title", "para_min_tokens"}
+          "hub", "mode", "extra", "title_scale", "doc_mix", "prf", "fm_title", "para_min_tokens",
+          "vocab_neighbours", "vocab_max_df", "vocab_question",
+          "focus_lexical"}
 
 
 class Probe(Retriever):
     """citebot's Retriever with the probes above switched by `probe`."""
 
-    def __init__(self, *args, probe: dict, **kwargs) -> None:
+    def __init__(self, *args, probe: dict, neighbours=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.probe = probe
+        self.neighbours = neighbours  # a VocabNeighbours for `vocab_neighbours`
+        self._question = ""
+
+    def _lexical_arm(self, question, asked, scope, timings):
+        self._question = question
+        return super()._lexical_arm(question, asked, scope, timings)
+
+    def _term_groups(self, asked):
+        """citebot's groups, the plain one focused (`focus_lexical`) and the neighbours added
+        (`vocab_neighbours`) before the stemmed copies are made."""
+        config = self.config
+        self.config = replace(config, stemming=False)
+        try:
+            groups, alias_phrases = super()._term_groups(asked)
+        finally:
+            self.config = config
+        f = focus(self._question)
+        if self.probe.get("focus_lexical") and f.changed and f.terms and groups:
+            groups[0] = WeightedTerms(tuple(f.terms), groups[0].weight)
+        if self.probe.get("vocab_neighbours"):
+            n, tau, w = self.probe["vocab_neighbours"]
+            cap = self.probe.get("vocab_max_df")
+            only = None if cap is None else {t for t in asked.terms if asked.dfs.get(t, 0) <= cap}
+            if self.probe.get("focus_lexical") and f.changed:  # the focused words only
+                only = set(f.terms) if only is None else only & set(f.terms)
+            near = self.neighbours.terms(self._question, n, tau, only)
+            if near:
+                groups.append(WeightedTerms(tuple(near), w))
+        if self.probe.get("vocab_question"):
+            n, tau, w = self.probe["vocab_question"]
+            near = self.neighbours.near_vector(self.encode_query(self._question), self._question, n, tau)
+            if near:
+                groups.append(WeightedTerms(tuple(t for t, _ in near), w))
+        if config.stemming:
+            groups += [WeightedTerms(g.terms, g.weight * STEM_WEIGHT, stemmed=True) for g in groups]
+        return groups, alias_phrases
 
     def is_phrase(self, gram: tuple[str, ...]) -> bool:  # type: ignore[override]
         content = sum(1 for t in gram if t not in STOPWORDS)
@@ -244,7 +297,29 @@ def doc_mix_dense(store: EmbeddedStore, beta: float):
     return dense
 
 
-def run(target: quality.Target, variants: list[dict], split: str, embedder: Embedder) -> list[dict]:
+def vocab_for(store: EmbeddedStore, store_dir: Path, embedder: Embedder) -> VocabNeighbours:
+    """The collection's vocabulary neighbours, its cost printed."""
+    vocab = VocabNeighbours(store, embedder, store_dir)
+    how = "read from the cache" if vocab.cached else "embedded"
+    print(f"  {store_dir.name}: vocabulary {len(vocab.words)} words, {how} in {vocab.seconds:.1f} s", flush=True)
+    return vocab
+
+
+def show_neighbours(store: EmbeddedStore, vocab: VocabNeighbours, items: list[dict], n: int, tau: float) -> None:
+    """Each question's expansions for one (n, tau), each word with the chunks holding it."""
+    print(f"  neighbours n={n} tau={tau} (word(chunks holding it) -> neighbour cosine):")
+    for it in items:
+        near = {w: found for w, found in vocab.near(it["question"], n, tau).items() if found}
+        dfs = store.doc_freqs(list(near)) if near else {}
+        shown = "; ".join(
+            f"{w}({dfs.get(w, 0)}) -> " + ", ".join(f"{t} {c:.2f}" for t, c in found) for w, found in near.items()
+        )
+        print(f"    {it['id']}: {shown or '(none)'}")
+
+
+def run(
+    target: quality.Target, variants: list[dict], split: str, embedder: Embedder, show: bool = False
+) -> list[dict]:
     store_dir = quality.QUALITY_CACHE / f"{target.name}-store"
     if not store_dir.exists():
         raise SystemExit(f"{store_dir} is missing: run python -m benchmarks.quality --collections {target.name}")
@@ -263,6 +338,8 @@ def run(target: quality.Target, variants: list[dict], split: str, embedder: Embe
     group_limit = embedded_lexical.LEXICAL_GROUP_LIMIT
     built: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     built_dense: dict = {}
+    vocab: VocabNeighbours | None = None
+    shown: set[tuple[int, float]] = set()
     out = []
     for variant in variants:
         unknown = set(variant) - CONFIG_FIELDS - PROBES
@@ -286,8 +363,21 @@ def run(target: quality.Target, variants: list[dict], split: str, embedder: Embe
             store.dense = built_dense["fm_title"]  # type: ignore[method-assign]
         if "doc_mix" in variant:
             store.dense = doc_mix_dense(store, variant["doc_mix"])  # type: ignore[method-assign]
+        if variant.get("vocab_neighbours") or variant.get("vocab_question"):
+            vocab = vocab or vocab_for(store, store_dir, embedder)
+        if variant.get("vocab_neighbours"):
+            n, tau, _ = variant["vocab_neighbours"]
+            if show and (n, tau) not in shown:
+                shown.add((n, tau))
+                show_neighbours(store, vocab, items, n, tau)
+        if variant.get("vocab_question") and show:
+            n, tau, _ = variant["vocab_question"]
+            print(f"  words nearest the question n={n} tau={tau}:")
+            for it in items:
+                near = vocab.near_vector(encode(it["question"]), it["question"], n, tau)
+                print(f"    {it['id']}: " + (", ".join(f"{t} {c:.2f}" for t, c in near) or "(none)"))
         config = RetrievalConfig(**{k: v for k, v in variant.items() if k in CONFIG_FIELDS})
-        retriever = Probe(store, encode, glossary, config, probe=variant)
+        retriever = Probe(store, encode, glossary, config, probe=variant, neighbours=vocab)
         ranks = {}
         for it in items:
             hits = retriever.retrieve(it["question"], mode=variant.get("mode", "hybrid"), top_k=10).hits
@@ -301,11 +391,39 @@ def run(target: quality.Target, variants: list[dict], split: str, embedder: Embe
             "r5": sum(1 for r in ranks.values() if r and r <= 5) / n,
             "mrr": sum(1 / r for r in ranks.values() if r) / n,
             "para_r5": sum(1 for i in para if ranks[i] and ranks[i] <= 5) / (len(para) or 1),
-            "ranks": ranks,
+            "ranks": ranks, "paraphrase": para,
         })
     embedded_lexical.HEADING_WEIGHT = 0.5
     embedded_lexical.LEXICAL_GROUP_LIMIT = group_limit
+    if vocab is not None and vocab.encode_ms:
+        ms = np.percentile(vocab.encode_ms, [50, 95])
+        print(f"  {target.name}: the question's words embedded in one call: p50 {ms[0]:.1f} ms, p95 {ms[1]:.1f} ms "
+              f"({len(vocab.encode_ms)} questions)", flush=True)
     return out
+
+
+def paired(rows: list[dict], variants: list[dict]) -> None:
+    """Each variant minus its base (the variant of the list that is `{}` in the same mode), pooled
+    over the collections: R@5, paraphrase R@5 and MRR with quality.paired_bootstrap, items moved."""
+    for variant in variants:
+        base = {"mode": variant["mode"]} if variant.get("mode", "hybrid") != "hybrid" else {}
+        if variant == base or base not in variants:
+            continue
+        a, b, pa, pb, ma, mb, gained, lost = [], [], [], [], [], [], [], []
+        for row in (r for r in rows if r["variant"] == variant):
+            old = next(r for r in rows if r["collection"] == row["collection"] and r["variant"] == base)
+            for item, rank in row["ranks"].items():
+                was = old["ranks"][item]
+                x, y = float(bool(was and was <= 5)), float(bool(rank and rank <= 5))
+                a.append(x), b.append(y), ma.append(1 / was if was else 0.0), mb.append(1 / rank if rank else 0.0)
+                if item in row["paraphrase"]:
+                    pa.append(x), pb.append(y)
+                (gained if y > x else lost if x > y else []).append(item)
+        figures = [quality.paired_bootstrap(np.array(u), np.array(v)) for u, v in ((a, b), (pa, pb), (ma, mb))]
+        shown = ", ".join(f"{name} {d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for name, (d, lo, hi) in
+                          zip(("R@5", "para@5", "MRR"), figures, strict=True))
+        print(f"{json.dumps(variant)} minus {json.dumps(base)} ({len(a)} items, {len(pa)} paraphrase): {shown}; "
+              f"gained {', '.join(gained) or 'none'}; lost {', '.join(lost) or 'none'}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,17 +432,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variants", default="[{}]", help="a JSON list of variants (see above)")
     p.add_argument("--split", default="dev", choices=("dev", "heldout", "all"))
     p.add_argument("--ranks", action="store_true", help="print each item's first relevant rank too")
+    p.add_argument("--show-neighbours", action="store_true", help="print each question's vocab_neighbours")
+    p.add_argument("--pair", action="store_true", help="pair each variant with its base, pooled over the collections")
     args = p.parse_args(argv)
     variants = json.loads(args.variants)
     embedder = Embedder()
+    rows = []
     for target in quality.targets(args.collections.split(",")):
         if target.heldout:
             raise SystemExit(f"{target.name} is held out whole: measure it with benchmarks.quality, once")
-        for row in run(target, variants, args.split, embedder):
+        for row in run(target, variants, args.split, embedder, args.show_neighbours):
+            rows.append(row)
             print(f"{row['collection']:16s} {json.dumps(row['variant']):40s} n={row['n']:3d} R@1={row['r1']:.3f} "
                   f"R@5={row['r5']:.3f} MRR={row['mrr']:.3f} para@5={row['para_r5']:.3f}", flush=True)
             if args.ranks:
                 print("  " + json.dumps(row["ranks"]))
+    if args.pair:
+        paired(rows, variants)
     return 0
 
 

@@ -1,8 +1,13 @@
 """The pure parts of benchmarks/fusion_probe.py's dense-arm probes (docs/decisions/0050-handbook-dense-levers.md)."""
 
 import numpy as np
+import pytest
 
-from benchmarks.fusion_probe import front_matter_title, mix_with_document_best
+from benchmarks.fusion_probe import Probe, front_matter_title, mix_with_document_best
+from benchmarks.vocab_probe import VocabNeighbours, collection_vocabulary
+from search.focus import focus
+from search.retrieval_config import STEM_WEIGHT
+from search.text import STOPWORDS, content_words
 
 
 def test_front_matter_title_read_with_quotes_off():
@@ -25,3 +30,117 @@ def test_mix_with_document_best_lifts_a_chunk_by_its_page():
     np.testing.assert_allclose(mix_with_document_best(best, doc, 0.0), best)
     # The weaker chunk of the page with the best chunk now outranks the other page's best.
     assert mixed[1] > mixed[2]
+
+
+# -- vocab_neighbours and focus_lexical (docs/decisions/0056-vocabulary-neighbours.md) --------
+
+PAGES = {
+    "benefits.md": "# Benefits\n\nA spouse covered elsewhere may waive our medical plan.\n",
+    "family.md": "# Family leave\n\nLeave to care for a spouse or a child.\n",
+    "pets.md": "# Pets\n\nA husband once brought a dog; the wifes club meets on 2nd Fridays.\n",
+    "travel.md": "# Travel\n\nBook trains through the travel desk. The desk answers the wifes club too.\n",
+}
+
+
+@pytest.fixture()
+def tiny(tmp_path):
+    from bot.testing.embedder import HashingEmbedder
+    from ingest.pipeline import ingest
+    from search.embedded import EmbeddedStore
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in PAGES.items():
+        (docs / name).write_text(text)
+    ingest([docs], EmbeddedStore(tmp_path / "store"), HashingEmbedder(), progress=False)
+    store = EmbeddedStore(tmp_path / "store")
+    yield store, tmp_path / "store"
+    store.close()
+
+
+def test_vocabulary_is_alphabetic_words_of_two_chunks(tiny):
+    store, _ = tiny
+    vocab = collection_vocabulary(store)
+    assert "spouse" in vocab and "desk" not in vocab  # desk: one chunk only
+    assert "husband" not in vocab and "2nd" not in vocab
+    assert all(w.isalpha() and len(w) >= 3 and w not in STOPWORDS for w in vocab)
+
+
+def test_a_planted_synonym_is_a_neighbour_and_a_group_at_weight_w(tiny, embedder):
+    store, store_dir = tiny
+    vocab = VocabNeighbours(store, embedder, store_dir)
+    assert not vocab.cached and list(store_dir.parent.glob("store.vocab-*.npz"))
+    near = dict(vocab.near("my wife's plan covers me, can i skip ours?", 3, 0.6))
+    assert "spouse" in [t for t, _ in near["wife"]]
+    assert all(c >= 0.6 for found in near.values() for _, c in found)
+    assert "wifes" not in vocab.terms("wife", 5, 0.0)  # its stem is the word's
+    assert "plan" not in vocab.terms("my wife's plan", 5, 0.0)  # the question's own word
+    again = VocabNeighbours(store, embedder, store_dir)
+    assert again.cached
+    np.testing.assert_allclose(again.vectors, vocab.vectors)
+
+    probe = Probe(store, embedder.encode_query, probe={"vocab_neighbours": [3, 0.6, 0.3]}, neighbours=vocab)
+    question = "does my wife get anything?"
+    probe._question = question
+    groups, _ = probe._term_groups(probe._analyse(question, None))
+    added = [g for g in groups if "spouse" in g.terms]
+    assert [(g.weight, g.stemmed) for g in added] == [(0.3, False), (pytest.approx(0.3 * STEM_WEIGHT), True)]
+    hits = probe.retrieve(question, mode="lexical", top_k=5).hits
+    assert {h.chunk.source for h in hits} >= {"benefits.md", "family.md"}
+    # vocab_max_df 0: only the words the collection lacks are expanded ("wife", not "spouse").
+    capped = Probe(store, embedder.encode_query, probe={"vocab_neighbours": [3, 0.0, 0.3], "vocab_max_df": 0},
+                   neighbours=vocab)
+    both = "my wife or spouse"
+    capped._question = both
+    groups, _ = capped._term_groups(capped._analyse(both, None))
+    assert list(vocab.near(both, 3, 0.0, {"wife"})) == ["wife"]
+    added = [g.terms for g in groups if g.weight == 0.3 and not g.stemmed]
+    assert added == [tuple(vocab.terms(both, 3, 0.0, {"wife"}))] != [tuple(vocab.terms(both, 3, 0.0))]
+    plain = Probe(store, embedder.encode_query, probe={})
+    assert not {h.chunk.source for h in plain.retrieve(question, mode="lexical", top_k=5).hits} & {"benefits.md"}
+
+
+def test_focus_lexical_searches_the_question_without_filler(tiny):
+    store, _ = tiny
+    question = "hey all! quick q, anyone know how to book trains?"
+    probe = Probe(store, lambda q: np.zeros(4, np.float32), probe={"focus_lexical": True})
+    probe._question = question
+    groups, _ = probe._term_groups(probe._analyse(question, None))
+    f = focus(question)
+    assert f.changed and groups[0].terms == tuple(f.terms) and "quick" not in groups[0].terms
+    base = Probe(store, lambda q: np.zeros(4, np.float32), probe={})
+    base._question = question
+    assert base._term_groups(base._analyse(question, None))[0][0].terms == tuple(content_words(question))
+    assert next(g.terms for g in groups if g.stemmed) == tuple(f.terms)
+
+
+def test_paired_lists_the_items_moved_against_the_base_of_the_same_mode(capsys):
+    from benchmarks.fusion_probe import paired
+
+    def row(variant, ranks):
+        return {"collection": "c", "variant": variant, "ranks": ranks, "paraphrase": ["p1"]}
+
+    variants = [{}, {"x": 1}, {"mode": "lexical"}, {"mode": "lexical", "x": 1}]
+    rows = [row({}, {"p1": 7, "a1": 1}), row({"x": 1}, {"p1": 2, "a1": 1}),
+            row({"mode": "lexical"}, {"p1": 1, "a1": None}), row({"mode": "lexical", "x": 1}, {"p1": None, "a1": None})]
+    paired(rows, variants)
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2
+    assert out[0].startswith('{"x": 1} minus {} (2 items, 1 paraphrase): R@5 +0.500') and "gained p1; lost none" in out[0]
+    assert out[1].startswith('{"mode": "lexical", "x": 1} minus {"mode": "lexical"}') and "gained none; lost p1" in out[1]
+    assert "para@5 -1.000" in out[1]
+
+
+def test_vocab_question_adds_the_words_nearest_the_whole_question(tiny, embedder):
+    store, store_dir = tiny
+    vocab = VocabNeighbours(store, embedder, store_dir)
+    assert vocab.words == ["club", "spouse", "wifes"]
+    question = "my wife's club"
+    near = vocab.near_vector(embedder.encode_query(question), question, 10, 0.0)
+    assert [t for t, _ in near] == ["spouse"]  # "club" is asked, "wifes" has the stem of "wife"
+    assert vocab.near_vector(embedder.encode_query(question), question, 10, 0.99) == []
+    probe = Probe(store, embedder.encode_query, probe={"vocab_question": [10, 0.0, 0.4]}, neighbours=vocab)
+    probe._question = question
+    groups, _ = probe._term_groups(probe._analyse(question, None))
+    assert [(g.terms, g.weight) for g in groups if "spouse" in g.terms] == [
+        (("spouse",), 0.4), (("spouse",), pytest.approx(0.4 * STEM_WEIGHT))]
