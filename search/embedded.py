@@ -31,11 +31,12 @@ from pathlib import Path
 import numpy as np
 
 from search.embedded_connection import SerialConnection, in_scope
+from search.embedded_dense import DenseReads
 from search.embedded_installs import InstallRows
 from search.embedded_lexical import LexicalReads
 from search.embedded_migrations import migrate, write_pending_stems, write_stems
 from search.embedded_postings import PostingsKeeper
-from search.errors import DimensionError, IngestLockedError, ModelMismatchError, StoreError
+from search.errors import IngestLockedError, ModelMismatchError, StoreError
 from search.scope import Scope, limiting
 from search.types import (
     Chunk,
@@ -43,7 +44,6 @@ from search.types import (
     DocumentRecord,
     ModelStamp,
     Window,
-    WindowScore,
     sections_as_data,
     sections_from_data,
     text_hash,
@@ -58,7 +58,7 @@ def _sections_json(c: Chunk) -> str | None:
     return None if data is None else json.dumps(data, ensure_ascii=False)
 
 
-class EmbeddedStore(LexicalReads, InstallRows):
+class EmbeddedStore(DenseReads, LexicalReads, InstallRows):
     """SQLite + FTS5 + numpy store in one directory."""
 
     def __init__(self, directory: Path) -> None:
@@ -320,91 +320,6 @@ class EmbeddedStore(LexicalReads, InstallRows):
                 "SELECT count(*) FROM chunks WHERE citebot_in_scope(source, ?)", (scope.regex.pattern,)
             ).fetchone()[0]
         )
-
-    def _vectors(self) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
-        with self._lock:
-            # data_version moves when another process commits (an ingest beside a server).
-            version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
-            if self._matrix is None or self._matrix[0] != version:
-                stamp = self.stamp()
-                dims = stamp.dims if stamp else 0
-                rows = self._db.execute(
-                    "SELECT w.chunk_rowid, w.vector, c.chunk_id, c.source FROM windows w"
-                    " JOIN chunks c ON c.id = w.chunk_rowid ORDER BY w.chunk_rowid, w.idx"
-                ).fetchall()
-                ids: list[str] = []
-                sources: list[str] = []
-                owner = np.empty(len(rows), dtype=np.int64)
-                last = None
-                for i, (rowid, _, chunk_id, source) in enumerate(rows):
-                    if rowid != last:
-                        ids.append(chunk_id)
-                        sources.append(source)
-                        last = rowid
-                    owner[i] = len(ids) - 1
-                matrix = (
-                    np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, dims)
-                    if rows
-                    else np.zeros((0, dims), dtype=np.float32)
-                )
-                self._matrix = (version, matrix, owner, ids, sources)
-                self._masks = {}
-            _, matrix, owner, ids, sources = self._matrix
-            return matrix, owner, ids, sources
-
-    def _scope_mask(self, scope: Scope, sources: list[str]) -> np.ndarray:
-        """Which chunks of the vector matrix the scope allows (cached per matrix version)."""
-        assert self._matrix is not None
-        key = (self._matrix[0], scope.key)
-        mask = self._masks.get(key)
-        if mask is None:
-            allowed = {s: scope.allows(s) for s in set(sources)}
-            mask = np.fromiter((allowed[s] for s in sources), dtype=bool, count=len(sources))
-            self._masks[key] = mask
-        return mask
-
-    def dense(
-        self, vector: np.ndarray, k: int, *, scope: Scope | None = None, chunks: dict[str, Chunk] | None = None
-    ) -> list[tuple[str, float]]:
-        # `chunks` is left as it is: the caller reads them, a local read.
-        scope = limiting(scope)
-        with self._lock:
-            matrix, owner, ids, sources = self._vectors()
-            mask = self._scope_mask(scope, sources) if scope is not None and ids else None
-        if not ids:
-            return []
-        if vector.shape != (matrix.shape[1],):
-            raise DimensionError(f"query vector has width {vector.shape}, the store holds {matrix.shape[1]}")
-        scores = matrix @ vector.astype(np.float32)
-        best = np.full(len(ids), -np.inf, dtype=np.float32)
-        np.maximum.at(best, owner, scores)
-        if mask is not None:
-            best[~mask] = -np.inf  # outside the scope: never a candidate
-            k = min(k, int(mask.sum()))
-        top = np.argsort(-best, kind="stable")[:k]
-        return [(ids[i], float(best[i])) for i in top]
-
-    def window_scores(self, vector: np.ndarray, chunk_ids: Sequence[str]) -> dict[str, list[WindowScore]]:
-        if not chunk_ids:
-            return {}
-        marks = ",".join("?" * len(chunk_ids))
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT c.chunk_id, w.start, w.end, w.vector FROM windows w"
-                f" JOIN chunks c ON c.id = w.chunk_rowid WHERE c.chunk_id IN ({marks})"
-                " ORDER BY w.chunk_rowid, w.idx",
-                list(chunk_ids),
-            ).fetchall()
-        if not rows:
-            return {}
-        matrix = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-        if vector.shape != (matrix.shape[1],):
-            raise DimensionError(f"query vector has width {vector.shape}, the store holds {matrix.shape[1]}")
-        scores = matrix @ vector.astype(np.float32)
-        out: dict[str, list[WindowScore]] = {}
-        for (cid, start, end, _), score in zip(rows, scores, strict=True):
-            out.setdefault(cid, []).append(WindowScore(int(start), int(end), float(score)))
-        return out
 
     # -- turn log -------------------------------------------------------------------------
     def put_turn(self, turn_id: str, created_at: str, record: dict) -> None:

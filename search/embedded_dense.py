@@ -1,0 +1,122 @@
+"""The embedded store's dense reads: every window's vector in one numpy matrix, read once
+per version of the collection, scanned exactly for a question's vector. A mixin of
+EmbeddedStore (search/embedded.py), which owns the connection, lock and caches.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from search.errors import DimensionError
+from search.scope import Scope, limiting
+from search.types import Chunk, WindowScore
+
+if TYPE_CHECKING:
+    from search.types import ModelStamp
+
+
+class DenseReads:
+    """The vector matrix, its scope masks, the exact scan and window scores."""
+
+    _db: sqlite3.Connection
+    _lock: threading.RLock
+    _matrix: tuple[int, np.ndarray, np.ndarray, list[str], list[str]] | None
+    _masks: dict[tuple[int, tuple[str, ...]], np.ndarray]
+
+    if TYPE_CHECKING:  # EmbeddedStore's
+
+        def stamp(self) -> ModelStamp | None: ...
+
+    def _vectors(self) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
+        with self._lock:
+            # data_version moves when another process commits (an ingest beside a server).
+            version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+            if self._matrix is None or self._matrix[0] != version:
+                stamp = self.stamp()
+                dims = stamp.dims if stamp else 0
+                rows = self._db.execute(
+                    "SELECT w.chunk_rowid, w.vector, c.chunk_id, c.source FROM windows w"
+                    " JOIN chunks c ON c.id = w.chunk_rowid ORDER BY w.chunk_rowid, w.idx"
+                ).fetchall()
+                ids: list[str] = []
+                sources: list[str] = []
+                owner = np.empty(len(rows), dtype=np.int64)
+                last = None
+                for i, (rowid, _, chunk_id, source) in enumerate(rows):
+                    if rowid != last:
+                        ids.append(chunk_id)
+                        sources.append(source)
+                        last = rowid
+                    owner[i] = len(ids) - 1
+                matrix = (
+                    np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, dims)
+                    if rows
+                    else np.zeros((0, dims), dtype=np.float32)
+                )
+                self._matrix = (version, matrix, owner, ids, sources)
+                self._masks = {}
+            _, matrix, owner, ids, sources = self._matrix
+            return matrix, owner, ids, sources
+
+    def _scope_mask(self, scope: Scope, sources: list[str]) -> np.ndarray:
+        """Which chunks of the vector matrix the scope allows (cached per matrix version)."""
+        assert self._matrix is not None
+        key = (self._matrix[0], scope.key)
+        mask = self._masks.get(key)
+        if mask is None:
+            allowed = {s: scope.allows(s) for s in set(sources)}
+            mask = np.fromiter((allowed[s] for s in sources), dtype=bool, count=len(sources))
+            self._masks[key] = mask
+        return mask
+
+    def dense(
+        self, vector: np.ndarray, k: int, *, scope: Scope | None = None, chunks: dict[str, Chunk] | None = None
+    ) -> list[tuple[str, float]]:
+        # `chunks` is left as it is: the caller reads them, a local read.
+        scope = limiting(scope)
+        with self._lock:
+            matrix, owner, ids, sources = self._vectors()
+            mask = self._scope_mask(scope, sources) if scope is not None and ids else None
+        if not ids:
+            return []
+        if vector.shape != (matrix.shape[1],):
+            raise DimensionError(f"query vector has width {vector.shape}, the store holds {matrix.shape[1]}")
+        scores = matrix @ vector.astype(np.float32)
+        best = np.full(len(ids), -np.inf, dtype=np.float32)
+        np.maximum.at(best, owner, scores)
+        if mask is not None:
+            best[~mask] = -np.inf  # outside the scope: never a candidate
+            k = min(k, int(mask.sum()))
+        if 0 < k < len(best):  # the stable sort's first k, sorting only those at or above the k-th score
+            held = np.flatnonzero(best >= np.partition(best, len(best) - k)[len(best) - k])
+            top = held[np.argsort(-best[held], kind="stable")][:k]
+        else:
+            top = np.argsort(-best, kind="stable")[:k]
+        return [(ids[i], float(best[i])) for i in top]
+
+    def window_scores(self, vector: np.ndarray, chunk_ids: Sequence[str]) -> dict[str, list[WindowScore]]:
+        if not chunk_ids:
+            return {}
+        marks = ",".join("?" * len(chunk_ids))
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT c.chunk_id, w.start, w.end, w.vector FROM windows w"
+                f" JOIN chunks c ON c.id = w.chunk_rowid WHERE c.chunk_id IN ({marks})"
+                " ORDER BY w.chunk_rowid, w.idx",
+                list(chunk_ids),
+            ).fetchall()
+        if not rows:
+            return {}
+        matrix = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        if vector.shape != (matrix.shape[1],):
+            raise DimensionError(f"query vector has width {vector.shape}, the store holds {matrix.shape[1]}")
+        scores = matrix @ vector.astype(np.float32)
+        out: dict[str, list[WindowScore]] = {}
+        for (cid, start, end, _), score in zip(rows, scores, strict=True):
+            out.setdefault(cid, []).append(WindowScore(int(start), int(end), float(score)))
+        return out
