@@ -52,8 +52,12 @@ class LexicalReads:
     _keeper: PostingsKeeper  # the term groups' postings in memory (search/embedded_postings.py)
 
     if TYPE_CHECKING:  # EmbeddedStore's
+        _CHUNK_COLS: str
 
         def chunk_count(self, *, scope: Scope | None = None) -> int: ...
+
+        @staticmethod
+        def _chunk(row: tuple) -> Chunk: ...
 
     def _match(
         self, expression: str, limit: int, scope: Scope | None = None, table: str = "chunks_fts"
@@ -82,7 +86,9 @@ class LexicalReads:
         self, query: LexicalQuery, k: int, *, scope: Scope | None = None, chunks: dict[str, Chunk] | None = None
     ) -> list[tuple[str, float]]:
         """FTS5's ranking (a group of single words from the postings in memory once they
-        are built: the same scores); `chunks` is left as it is (the caller reads them)."""
+        are built: the same scores); with `chunks`, the ranked chunks are read into it in the
+        statement that names them (fusion reads them anyway; a retrieval reads them here,
+        while the dense arm's worker is still busy)."""
         scores: dict[int, float] = {}
         postings = self._postings() if query.groups else None
         for group in query.groups:
@@ -105,7 +111,7 @@ class LexicalReads:
             for rowid, score in self._match(f'text : "{phrase}"', LEXICAL_GROUP_LIMIT, scope):
                 scores[rowid] = scores.get(rowid, 0.0) + weight * score
         top = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
-        return self._ids_for(top)
+        return self._ids_for(top) if chunks is None else self._chunks_for(top, chunks)
 
     def _postings(self) -> Postings | None:
         """The postings of the collection as it is now, or None (FTS5 answers); may start
@@ -142,6 +148,18 @@ class LexicalReads:
         """This store wrote chunks: the vocabularies and postings read before are of another version."""
         self._vocab_cache.clear()
         self._keeper.changed()
+
+    def _chunks_for(self, ranked: list[tuple[int, float]], chunks: dict[str, Chunk]) -> list[tuple[str, float]]:
+        """_ids_for, the chunks themselves read into `chunks` by the same statement."""
+        if not ranked:
+            return []
+        marks = ",".join("?" * len(ranked))
+        rows = self._db.execute(
+            f"SELECT id, {self._CHUNK_COLS} FROM chunks WHERE id IN ({marks})", [r for r, _ in ranked]
+        )
+        read = {r[0]: self._chunk(r[1:]) for r in rows}
+        chunks.update((c.chunk_id, c) for c in read.values())
+        return [(read[r].chunk_id, s) for r, s in ranked if r in read]
 
     def _ids_for(self, ranked: list[tuple[int, float]]) -> list[tuple[str, float]]:
         if not ranked:
