@@ -41,14 +41,17 @@ once. A variant is a JSON object of RetrievalConfig fields (`dense_weight`, `rrf
   question's vector (cosine >= τ), none a question word or of its stem;
 - `focus_lexical`: the lexical arm's plain term group is the question's content with Slack
   filler set aside (search.focus), not all its content words; with `vocab_neighbours`,
-  only those words are expanded.
+  only those words are expanded;
+- `typo_weight` w: the typo fixes' term group at w (search/retrieval_config.py TYPO_WEIGHT,
+  0.7); `typo_stem_guard`: no fix for a word whose stem some chunk holds (with `typo_fix`
+  false, a RetrievalConfig field, none at all).
 
 Prints, per collection and variant: n, R@1, R@5, MRR and paraphrase R@5 (hybrid, or
 `"mode"` in the variant), and with --ranks each item's first relevant rank; with --pair
 each variant minus its base (`{}`, or `{"mode": m}` for a variant of mode m, when listed),
 pooled over the collections: R@5 and paraphrase R@5, paired bootstrap, items moved.
-docs/decisions/0044-dense-weight-in-fusion.md, 0050-handbook-dense-levers.md and
-0056-vocabulary-neighbours.md hold the figures and what was kept.
+docs/decisions/0044-dense-weight-in-fusion.md, 0050-handbook-dense-levers.md,
+0056-vocabulary-neighbours.md and 0059-typo-fix-weight.md hold the figures and what was kept.
 """
 
 from __future__ import annotations
@@ -68,17 +71,17 @@ from search import embedded_lexical, fusion
 from search.embedded import EmbeddedStore
 from search.focus import focus
 from search.glossary import Glossary
-from search.retrieval_config import PHRASE_MIN_CONTENT, STEM_WEIGHT, RetrievalConfig
+from search.retrieval_config import PHRASE_MIN_CONTENT, STEM_WEIGHT, TYPO_WEIGHT, RetrievalConfig
 from search.retrieve import Retriever
 from search.support import _best_coverage
-from search.text import STOPWORDS, words
+from search.text import STOPWORDS, stem, words
 from search.types import WeightedTerms
 
 CONFIG_FIELDS = {f.name for f in fields(RetrievalConfig)}
 PROBES = {"doc_decay", "heading_weight", "lexical_limit", "no_stopword_phrases", "lexical_coverage", "focus_dense",
           "hub", "mode", "extra", "title_scale", "doc_mix", "prf", "fm_title", "para_min_tokens",
           "vocab_neighbours", "vocab_max_df", "vocab_question",
-          "focus_lexical"}
+          "focus_lexical", "typo_weight", "typo_stem_guard"}
 
 
 class Probe(Retriever):
@@ -103,6 +106,10 @@ class Probe(Retriever):
             groups, alias_phrases = super()._term_groups(asked)
         finally:
             self.config = config
+        if "typo_weight" in self.probe and asked.corrections:
+            fixed = tuple(asked.corrections.values())
+            groups = [WeightedTerms(g.terms, self.probe["typo_weight"]) if g.terms == fixed and g.weight == TYPO_WEIGHT
+                      else g for g in groups]
         f = focus(self._question)
         if self.probe.get("focus_lexical") and f.changed and f.terms and groups:
             groups[0] = WeightedTerms(tuple(f.terms), groups[0].weight)
@@ -123,6 +130,18 @@ class Probe(Retriever):
         if config.stemming:
             groups += [WeightedTerms(g.terms, g.weight * STEM_WEIGHT, stemmed=True) for g in groups]
         return groups, alias_phrases
+
+    def _typo_fixes(self, terms, dfs, scope):
+        """citebot's typo fixes; with `typo_stem_guard`, none for a word whose stem some
+        chunk holds (the stemmed group finds its family already: "parents", "naming")."""
+        if self.probe.get("typo_stem_guard"):
+            terms = [t for t in terms if dfs.get(t, 0) > 0 or not self._stem_held(t)]
+        return super()._typo_fixes(terms, dfs, scope)
+
+    def _stem_held(self, term: str) -> bool:
+        found = self.store._db.execute("SELECT count(*) FROM chunks_stems WHERE chunks_stems MATCH ?",
+                                       (f'stems : "{stem(term)}"',)).fetchone()
+        return found[0] > 0
 
     def is_phrase(self, gram: tuple[str, ...]) -> bool:  # type: ignore[override]
         content = sum(1 for t in gram if t not in STOPWORDS)

@@ -22,7 +22,8 @@ RRF_K = 10.0
 DENSE_WEIGHT = 2.0
 # Aliases are our claims, not the source's words (docs/decisions/0009-alias-flood.md).
 ALIAS_WEIGHT = 0.5
-# A typo fix is a guess: it searches at reduced weight (not measured).
+# A typo fix is a guess: it searches at reduced weight; 0.35, 1.0 or none moved no dev item
+# (docs/decisions/0059-typo-fix-weight.md).
 TYPO_WEIGHT = 0.7
 # A name (search.text.name_like) in at most this many chunks is an address: one paragraph
 # in two chunks' overlap plus one other mention (docs/decisions/0008-addresses.md).

@@ -144,3 +144,23 @@ def test_vocab_question_adds_the_words_nearest_the_whole_question(tiny, embedder
     groups, _ = probe._term_groups(probe._analyse(question, None))
     assert [(g.terms, g.weight) for g in groups if "spouse" in g.terms] == [
         (("spouse",), 0.4), (("spouse",), pytest.approx(0.4 * STEM_WEIGHT))]
+
+
+# -- typo_weight and typo_stem_guard (docs/decisions/0059-typo-fix-weight.md) --------------------
+
+def test_the_typo_probes_reweigh_the_fixes_and_spare_a_word_whose_stem_is_held(tiny):
+    store, _ = tiny
+    zero = lambda q: np.zeros(4, np.float32)  # noqa: E731
+    # "trainz" is no word of the collection, nor its stem: a typo fixed to "trains" by every variant.
+    # "spouses" is absent too, but its stem "spous" is held ("spouse"): the guard leaves it.
+    question = "can spouses book trainz?"
+    plain = Probe(store, zero, probe={})
+    asked = plain._analyse(question, None)
+    assert asked.corrections == {"spouses": "spouse", "trainz": "trains"}
+    guarded = Probe(store, zero, probe={"typo_stem_guard": True})
+    assert guarded._analyse(question, None).corrections == {"trainz": "trains"}
+    heavy = Probe(store, zero, probe={"typo_weight": 0.35})
+    heavy._question = question
+    groups, _ = heavy._term_groups(asked)
+    fixes = [g for g in groups if g.terms == ("spouse", "trains")]
+    assert [(g.weight, g.stemmed) for g in fixes] == [(0.35, False), (0.35 * STEM_WEIGHT, True)]
