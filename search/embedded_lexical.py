@@ -138,10 +138,18 @@ class LexicalReads:
             keeper.install(postings)
 
     def _read_for_postings(self) -> tuple[int, dict[str, list], dict[int, str]]:
+        """The tables' content and the chunks' sources in one read transaction (one
+        snapshot), and the version it is of."""
         with self._lock:
-            version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
-            rows = {t: list(self._db.execute(f"SELECT id, c0, c1 FROM {t}_content")) for t in embedded_postings.TABLES}
-            sources = dict(self._db.execute("SELECT id, source FROM chunks"))
+            self._db.execute("BEGIN")
+            try:
+                version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+                rows = {
+                    t: list(self._db.execute(f"SELECT id, c0, c1 FROM {t}_content")) for t in embedded_postings.TABLES
+                }
+                sources = dict(self._db.execute("SELECT id, source FROM chunks"))
+            finally:
+                self._db.execute("COMMIT")
         return version, rows, sources
 
     def _lexical_changed(self) -> None:
