@@ -48,7 +48,7 @@ class LexicalReads:
 
     _db: sqlite3.Connection
     _lock: threading.RLock
-    _vocab_cache: dict[tuple[int, tuple[str, ...]], list[str]]
+    _vocab_cache: dict[tuple[int, tuple[str, ...]], dict[tuple[int, int, str], list[str]]]
     _keeper: PostingsKeeper  # the term groups' postings in memory (search/embedded_postings.py)
 
     if TYPE_CHECKING:  # EmbeddedStore's
@@ -200,20 +200,22 @@ class LexicalReads:
 
     def spelling_candidates(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, list[str]]:
         """Words of the (scoped) vocabulary of about the right length sharing the first or
-        second letter: an in-process scan of a vocabulary read once per collection version."""
+        second letter, in order: looked up in an index of the vocabulary by length and
+        letter, built once per collection version (a scan of it took 5 ms a word at 13,685
+        words: docs/decisions/0058-lexical-postings-in-memory.md)."""
         out: dict[str, list[str]] = {}
-        vocab = self._vocabulary_cached(scope)
+        index = self._spelling_index(scope)
         for term in dict.fromkeys(terms):
-            out[term] = [
-                c
-                for c in vocab
-                if abs(len(c) - len(term)) <= SPELLING_MAX_EDITS
-                and c != term
-                and (c[:1] == term[:1] or c[1:2] == term[1:2])
-            ]
+            near: set[str] = set()
+            for n in range(len(term) - SPELLING_MAX_EDITS, len(term) + SPELLING_MAX_EDITS + 1):
+                near.update(index.get((n, 0, term[:1]), ()))
+                near.update(index.get((n, 1, term[1:2]), ()))
+            near.discard(term)
+            out[term] = sorted(near)
         return out
 
-    def _vocabulary_cached(self, scope: Scope | None) -> list[str]:
+    def _spelling_index(self, scope: Scope | None) -> dict[tuple[int, int, str], list[str]]:
+        """The vocabulary's words by (length, 0, first letter) and (length, 1, second letter)."""
         scope = limiting(scope)
         with self._lock:
             version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
@@ -221,7 +223,11 @@ class LexicalReads:
             if key not in self._vocab_cache:
                 if len(self._vocab_cache) >= VOCAB_CACHE_SCOPES:
                     self._vocab_cache.clear()
-                self._vocab_cache[key] = sorted(self.vocabulary(scope=scope))
+                index: dict[tuple[int, int, str], list[str]] = {}
+                for w in self.vocabulary(scope=scope):
+                    index.setdefault((len(w), 0, w[:1]), []).append(w)
+                    index.setdefault((len(w), 1, w[1:2]), []).append(w)
+                self._vocab_cache[key] = index
             return self._vocab_cache[key]
 
     def doc_freqs(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, int]:

@@ -9,17 +9,29 @@ from collections.abc import Iterable
 
 
 def edit_distance_at_most(a: str, b: str, limit: int) -> int | None:
-    if abs(len(a) - len(b)) > limit:
+    """The edit distance of a and b when it is at most `limit`, else None. Only the band
+    |i - j| <= limit of the table is computed (a cell off it is past the limit), each
+    value capped at limit + 1: every value within the limit is exact (Ukkonen)."""
+    la, lb = len(a), len(b)
+    if abs(la - lb) > limit:
         return None
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i] + [0] * len(b)
-        for j, cb in enumerate(b, 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
-        if min(cur) > limit:
+    over = limit + 1
+    prev = [j if j <= limit else over for j in range(lb + 1)]
+    for i in range(1, la + 1):
+        ca = a[i - 1]
+        cur = [over] * (lb + 1)
+        if i <= limit:
+            cur[0] = i
+        best = cur[0]
+        for j in range(max(1, i - limit), min(lb, i + limit) + 1):
+            v = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != b[j - 1]), over)
+            cur[j] = v
+            if v < best:
+                best = v
+        if best > limit:
             return None
         prev = cur
-    return prev[-1] if prev[-1] <= limit else None
+    return prev[lb] if prev[lb] <= limit else None
 
 
 def closest(term: str, offered: Iterable[str]) -> str | None:

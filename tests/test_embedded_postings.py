@@ -1,6 +1,8 @@
 """The embedded store's term groups scored in memory (search/embedded_postings.py): the same
 rows, order and scores as FTS5's bm25(), whole or under a scope; built only once a version
-of the collection has been seen for SETTLE_S, and never used for another version."""
+of the collection has been seen for SETTLE_S, and never used for another version. Also the
+spelling index and the banded edit distance (the typo fixes' other cost): the same answers
+as a scan of the vocabulary and the full table."""
 
 from __future__ import annotations
 
@@ -139,3 +141,35 @@ def test_a_failed_build_leaves_fts5_answering(store, caplog):
     store.build_postings()
     assert store._keeper.built is None and not store._keeper.building
     assert "postings were not built" in caplog.text
+
+
+def test_spelling_candidates_are_a_scan_of_the_vocabulary_whole_and_scoped(store):
+    from search.embedded_lexical import SPELLING_MAX_EDITS
+
+    for scope in (None, Scope(("team/**",))):
+        vocab = sorted(store.vocabulary(scope=scope))
+        terms = ["kettel", "k", "ab", "визт", "bollards", "xx", "", "meeting", "coffe", "ключи"]
+        expected = {t: [c for c in vocab if abs(len(c) - len(t)) <= SPELLING_MAX_EDITS and c != t
+                        and (c[:1] == t[:1] or c[1:2] == t[1:2])] for t in terms}
+        assert store.spelling_candidates(terms, scope=scope) == expected
+        assert expected["kettel"] and "kettle" in expected["kettel"]
+
+
+def test_the_banded_edit_distance_is_the_full_tables_within_the_limit():
+    from search.typos import edit_distance_at_most
+
+    def full(a: str, b: str) -> int:
+        prev = list(range(len(b) + 1))
+        for i, ca in enumerate(a, 1):
+            cur = [i] + [0] * len(b)
+            for j, cb in enumerate(b, 1):
+                cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            prev = cur
+        return prev[-1]
+
+    rng = random.Random(3)
+    for _ in range(20000):
+        a, b = ("".join(rng.choice("abc") for _ in range(rng.randint(0, 8))) for _ in range(2))
+        d = full(a, b)
+        for limit in (0, 1, 2, 3):
+            assert edit_distance_at_most(a, b, limit) == (d if d <= limit else None), (a, b, limit)
