@@ -26,8 +26,7 @@ def edit_distance_at_most(a: str, b: str, limit: int) -> int | None:
         for j in range(max(1, i - limit), min(lb, i + limit) + 1):
             v = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != b[j - 1]), over)
             cur[j] = v
-            if v < best:
-                best = v
+            best = min(best, v)
         if best > limit:
             return None
         prev = cur
