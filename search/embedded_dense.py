@@ -92,7 +92,9 @@ class DenseReads:
         if mask is not None:
             best[~mask] = -np.inf  # outside the scope: never a candidate
             k = min(k, int(mask.sum()))
-        if 0 < k < len(best):  # the stable sort's first k, sorting only those at or above the k-th score
+        # The stable sort's first k, sorting only the chunks at or above the k-th score (a NaN
+        # score, which partition places last, takes the whole sort).
+        if 0 < k < len(best) and not np.isnan(best).any():
             held = np.flatnonzero(best >= np.partition(best, len(best) - k)[len(best) - k])
             top = held[np.argsort(-best[held], kind="stable")][:k]
         else:

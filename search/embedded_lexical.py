@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from search import embedded_postings
 from search.embedded_postings import Postings, PostingsKeeper
 from search.scope import Scope, limiting
-from search.text import query_stems
+from search.text import query_stems, words
 from search.types import LexicalQuery
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ class LexicalReads:
                 terms, table = list(group.terms), "chunks_fts"
             if not terms:
                 continue
-            if postings is not None and not any(" " in t for t in terms):
+            if postings is not None and all(words(t) == [t] for t in terms):  # each as the index cut it
                 ranked = postings.tables[table].top(terms, LEXICAL_GROUP_LIMIT, postings.allowed(limiting(scope)))
             else:
                 ranked = self._match(" OR ".join(f'"{t}"' for t in terms), LEXICAL_GROUP_LIMIT, scope, table)
@@ -132,7 +132,7 @@ class LexicalReads:
             postings = embedded_postings.build(
                 self._read_for_postings, keeper.generation if generation is None else generation, HEADING_WEIGHT
             )
-        except (sqlite3.Error, MemoryError) as exc:  # a store closed under it, a disk error
+        except Exception as exc:  # noqa: BLE001 - a daemon thread: nothing may escape it; FTS5 answers
             log.warning("the lexical postings were not built (FTS5 goes on answering): %s", exc)
         finally:
             keeper.install(postings)

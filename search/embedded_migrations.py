@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 import threading
+import unicodedata
 from collections.abc import Callable, Sequence
 
-from search.text import stems
+from search.text import stems, words
 from search.types import heading_text, sections_from_data, text_hash
 
 log = logging.getLogger("citebot.search")
@@ -158,8 +160,10 @@ def migrate(db: sqlite3.Connection, lock: threading.RLock) -> None:
                 continue
             db.execute("BEGIN IMMEDIATE")
             try:
-                step(db)
-                db.execute("INSERT INTO _migrations VALUES (?)", (name,))
+                # Another process opening the store at the same moment may have run it since.
+                if db.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone() is None:
+                    step(db)
+                    db.execute("INSERT INTO _migrations VALUES (?)", (name,))
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -220,10 +224,19 @@ def m010_slack_installs(db: sqlite3.Connection) -> None:
 def m011_stems_cut_as_unicode61(db: sqlite3.Connection) -> None:
     """Words beyond ASCII are cut as unicode61 cuts them (search/text.py), which may differ
     from how an older citebot cut them for its stems ("новыи" for "новый"): the stems of
-    every chunk holding such a character are written again (listed for write_pending_stems,
-    which runs next). chunks_fts is untouched: SQLite always cut it itself."""
-    rows = db.execute("SELECT id, text, heading_path, sections FROM chunks").fetchall()
-    db.executemany(
-        "INSERT OR IGNORE INTO stems_pending VALUES (?)",
-        [(r[0],) for r in rows if not (r[1].isascii() and _heading_text(r[2], r[3]).isascii())],
-    )
+    every chunk whose text or headings the two cuts differ on are written again (listed for
+    write_pending_stems, which runs next; "café" or a curly quote cut alike, so most English
+    chunks are left as they are). chunks_fts is untouched: SQLite always cut it itself."""
+    pending = []
+    for rowid, text, heading_path, sections in db.execute("SELECT id, text, heading_path, sections FROM chunks"):
+        heading = _heading_text(heading_path, sections)
+        if any(not t.isascii() and _nfd_words(t) != words(t) for t in (text, heading)):
+            pending.append((rowid,))
+    db.executemany("INSERT OR IGNORE INTO stems_pending VALUES (?)", pending)
+
+
+def _nfd_words(text: str) -> list[str]:
+    """The cut before m011, kept to find the chunks it differs on: lower case, NFD, every
+    combining mark dropped, runs of letters and digits."""
+    decomposed = unicodedata.normalize("NFD", text.lower())
+    return re.findall(r"[^\W_]+", "".join(c for c in decomposed if not unicodedata.combining(c)))

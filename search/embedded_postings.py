@@ -135,13 +135,23 @@ class PostingsKeeper:
                 self._seen = (version, now)
             elif now - self._seen[1] >= SETTLE_S and not self.building:
                 self.building = True
-                start(version)
+                try:
+                    start(version)
+                except RuntimeError as exc:  # no thread to be had: FTS5 goes on answering
+                    self.building = False
+                    self._seen = (version, now)
+                    log.warning("the lexical postings' build did not start: %s", exc)
             return None
 
     def install(self, postings: Postings | None) -> None:
+        """The build's outcome: its postings, or None when it failed (the next attempt waits
+        SETTLE_S again, so a failing build is not retried at every read)."""
         with self._lock:
             self.building = False
-            if postings is not None and postings.version[1] == self.generation:
+            if postings is None:
+                if self._seen is not None:
+                    self._seen = (self._seen[0], self.clock())
+            elif postings.version[1] == self.generation:
                 self.built = postings
 
 

@@ -8,7 +8,7 @@ analyzer cut 186 of the 367 sample chunks differently ("customer’s", "1.6").
 
 ASCII text is cut by a regular expression (lower case, runs of letters and digits). Any
 other character is cut as unicode61 cuts it, which SQLite is asked once per character
-(`_learn`): Python's own folding differs outside Latin script (NFD made "новый" "новыи",
+(`_known`, `_ask`): Python's own folding differs outside Latin script (NFD made "новый" "новыи",
 "άλφα" "αλφα" and "मदद" one token where unicode61 makes two), and the embedded store's
 index would never hold the word asked for.
 """
@@ -47,38 +47,68 @@ _CUT: dict[int, str] = {i: chr(i).lower() if chr(i).isalnum() else " " for i in 
 _FOLD: dict[int, str] = {i: c for i, c in _CUT.items() if c != " "}
 _LEARN_LOCK = threading.Lock()
 _scratch: sqlite3.Connection | None = None
+# Characters asked of SQLite in one statement, the lock given up between batches: a text
+# of every code point took 10 s and 756 MB in one.
+LEARN_BATCH = 4096
+# Characters kept beyond ASCII; past it, new ones are asked for each text and not kept
+# (real text holds a few thousand; a hostile message could hold a million).
+LEARN_KEEP = 1 << 16
 
 
-def _learn(chars: set[str]) -> None:
-    """Ask SQLite how unicode61 cuts each of these characters not met before: "q<c>q" as
-    one token is a word character (folded to what stands between the q's, nothing for a
-    dropped diacritic), as two a separator. One row per character, one statement."""
+class _Layered:
+    """A translation table of the characters asked for one text over the kept ones."""
+
+    def __init__(self, asked: dict[int, str], kept: dict[int, str]) -> None:
+        self.asked, self.kept = asked, kept
+
+    def __getitem__(self, code: int) -> str:
+        found = self.asked.get(code)
+        return self.kept[code] if found is None else found
+
+
+def _ask(chars: list[str]) -> dict[int, str]:
+    """How unicode61 cuts each character: "q<c>q" as one token is a word character (folded
+    to what stands between the q's, "" for a dropped diacritic), as two a separator (" ")."""
     global _scratch
-    with _LEARN_LOCK:
-        new = sorted(c for c in chars if ord(c) not in _CUT)
-        if not new:
-            return
-        if _scratch is None:
-            _scratch = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-            _scratch.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'unicode61 remove_diacritics 2')")
-            _scratch.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
-        asked = [c for c in new if not 0xD800 <= ord(c) <= 0xDFFF]  # a lone surrogate has no UTF-8: a separator
-        _scratch.execute("BEGIN")
-        try:
-            _scratch.executemany("INSERT INTO t (rowid, x) VALUES (?, ?)", [(i, f"q{c}q") for i, c in enumerate(asked)])
-            cut: dict[int, list[str]] = {}
-            for doc, term in _scratch.execute("SELECT doc, term FROM v ORDER BY doc, offset"):
-                cut.setdefault(doc, []).append(term)
-        finally:
-            _scratch.execute("ROLLBACK")
-        learnt = {ord(c): " " for c in new}
-        for i, c in enumerate(asked):
-            tokens = cut.get(i, [])
-            if len(tokens) == 1 and len(tokens[0]) >= 2 and tokens[0][0] == tokens[0][-1] == "q":
-                learnt[ord(c)] = tokens[0][1:-1]
-        # _FOLD first: a reader takes a character in _CUT as known (_known).
-        _FOLD.update((k, v) for k, v in learnt.items() if v != " ")
-        _CUT.update(learnt)
+    if _scratch is None:
+        _scratch = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        _scratch.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'unicode61 remove_diacritics 2')")
+        _scratch.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+    asked = [c for c in chars if not 0xD800 <= ord(c) <= 0xDFFF]  # a lone surrogate has no UTF-8: a separator
+    _scratch.execute("BEGIN")
+    try:
+        _scratch.executemany("INSERT INTO t (rowid, x) VALUES (?, ?)", [(i, f"q{c}q") for i, c in enumerate(asked)])
+        cut: dict[int, list[str]] = {}
+        for doc, term in _scratch.execute("SELECT doc, term FROM v ORDER BY doc, offset"):
+            cut.setdefault(doc, []).append(term)
+    finally:
+        _scratch.execute("ROLLBACK")
+    learnt = {ord(c): " " for c in chars}
+    for i, c in enumerate(asked):
+        tokens = cut.get(i, [])
+        if len(tokens) == 1 and len(tokens[0]) >= 2 and tokens[0][0] == tokens[0][-1] == "q":
+            learnt[ord(c)] = tokens[0][1:-1]
+    return learnt
+
+
+def _known(text: str) -> dict[int, str]:
+    """Make sure every character of the text is known: kept in _CUT/_FOLD, or (past
+    LEARN_KEEP) returned for this text alone."""
+    new = sorted(c for c in set(text) if ord(c) not in _CUT)
+    once: dict[int, str] = {}
+    for at in range(0, len(new), LEARN_BATCH):
+        with _LEARN_LOCK:
+            batch = [c for c in new[at : at + LEARN_BATCH] if ord(c) not in _CUT]
+            if not batch:
+                continue
+            learnt = _ask(batch)
+            if len(_CUT) + len(learnt) > 128 + LEARN_KEEP:
+                once.update(learnt)
+                continue
+            # _FOLD first: a reader takes a character in _CUT as known.
+            _FOLD.update((k, v) for k, v in learnt.items() if v != " ")
+            _CUT.update(learnt)
+    return once
 
 
 def _forget_scratch() -> None:
@@ -90,17 +120,14 @@ def _forget_scratch() -> None:
 os.register_at_fork(after_in_child=_forget_scratch)
 
 
-def _known(text: str) -> None:
-    if any(ord(c) not in _CUT for c in set(text)):
-        _learn(set(text))
-
-
 def fold(text: str) -> str:
     """Lower-case and strip diacritics as unicode61 does, each word character folded and
     every other character left as it is (ASCII: lower() alone)."""
     if text.isascii():
         return text.lower()
-    _known(text)
+    once = _known(text)
+    if once:
+        return text.translate(_Layered({k: v for k, v in once.items() if v != " "}, _FOLD))
     return text.translate(_FOLD)
 
 
@@ -108,8 +135,8 @@ def words(text: str) -> list[str]:
     """Every token of the text, folded, in order (stopwords included): unicode61's tokens."""
     if text.isascii():
         return _WORD.findall(text.lower())
-    _known(text)
-    return text.translate(_CUT).split()
+    once = _known(text)
+    return text.translate(_Layered(once, _CUT) if once else _CUT).split()
 
 
 _STEMMER = snowballstemmer.stemmer("english")

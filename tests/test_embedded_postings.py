@@ -173,3 +173,65 @@ def test_the_banded_edit_distance_is_the_full_tables_within_the_limit():
         d = full(a, b)
         for limit in (0, 1, 2, 3):
             assert edit_distance_at_most(a, b, limit) == (d if d <= limit else None), (a, b, limit)
+
+
+def test_a_failed_build_waits_settle_s_before_the_next_and_a_thread_refused_is_no_failure(store, caplog):
+    clock = Clock()
+    store._keeper.clock = clock
+    query = LexicalQuery((WeightedTerms(("kettle",)),))
+    expected = store.lexical(query, 30)
+    builds = []
+
+    def failing() -> None:
+        builds.append(1)
+        raise RuntimeError("disk on fire")
+
+    store._read_for_postings = failing  # this store's own reader, not SQLite's
+    clock.now += embedded_postings.SETTLE_S
+    assert store.lexical(query, 30) == expected
+    for t in [t for t in __import__("threading").enumerate() if t.name == "citebot-postings"]:
+        t.join(timeout=60)
+    assert builds == [1] and store._keeper.built is None and "disk on fire" in caplog.text
+    for _ in range(5):  # not again at every read
+        assert store.lexical(query, 30) == expected
+    assert builds == [1] and not store._keeper.building
+
+    def no_thread(version) -> None:
+        raise RuntimeError("can't start new thread")
+
+    store._build_postings_later = no_thread
+    clock.now += embedded_postings.SETTLE_S
+    assert store.lexical(query, 30) == expected  # the question is answered all the same
+    assert not store._keeper.building and "did not start" in caplog.text
+
+
+def test_a_term_not_as_the_index_cut_it_is_left_to_fts5(store):
+    store.build_postings()
+    for terms in (("Kettle",), ("kettle-milk",), ("ΆΔΕΙΑ", "ключ")):
+        query = LexicalQuery((WeightedTerms(terms),))
+        assert store.lexical(query, 30) == _fts5_only(store, query, None), terms
+        assert store.lexical(query, 30), terms
+
+
+def test_a_nan_score_ranks_as_the_full_stable_sort_ranks_it(store):
+    matrix, owner, chunk_ids, _ = store._vectors()
+    with np.errstate(invalid="ignore"):
+        got = [c for c, _ in store.dense(np.full(4, np.nan, dtype=np.float32), 5)]
+    assert got == chunk_ids[:5]
+
+
+def test_words_past_the_kept_characters_are_asked_for_each_text(monkeypatch):
+    import sqlite3
+
+    from search import text
+
+    monkeypatch.setattr(text, "LEARN_KEEP", len(text._CUT) - 128)  # keep no more
+    kept = len(text._CUT)
+    sample = "".join(chr(c) for c in range(0xA000, 0xA060)) + " Ꙁемля ꙁемля"  # Yi, Cyrillic Extended-B
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE f USING fts5(t, tokenize='unicode61 remove_diacritics 2')")
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(f, 'instance')")
+    db.execute("INSERT INTO f VALUES (?)", (sample,))
+    assert text.words(sample) == [r[0] for r in db.execute("SELECT term FROM v ORDER BY offset")]
+    assert text.fold("ꙀЕМЛЯ") == "ꙁемля"
+    assert len(text._CUT) == kept
