@@ -69,8 +69,7 @@ class DenseReads:
         key = (self._matrix[0], scope.key)
         mask = self._masks.get(key)
         if mask is None:
-            allowed = {s: scope.allows(s) for s in set(sources)}
-            mask = np.fromiter((allowed[s] for s in sources), dtype=bool, count=len(sources))
+            mask = np.array(scope.allows_each(sources), dtype=bool)
             self._masks[key] = mask
         return mask
 

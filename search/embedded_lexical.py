@@ -111,7 +111,7 @@ class LexicalReads:
             for rowid, score in self._match(f'text : "{phrase}"', LEXICAL_GROUP_LIMIT, scope):
                 scores[rowid] = scores.get(rowid, 0.0) + weight * score
         top = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
-        return self._ids_for(top) if chunks is None else self._chunks_for(top, chunks)
+        return self._ids_for(top, chunks)
 
     def _postings(self) -> Postings | None:
         """The postings of the collection as it is now, or None (FTS5 answers); may start
@@ -129,9 +129,9 @@ class LexicalReads:
         keeper = self._keeper
         postings = None
         try:
-            postings = embedded_postings.build(
-                self._read_for_postings, keeper.generation if generation is None else generation, HEADING_WEIGHT
-            )
+            data_version, rows, sources = self._read_for_postings()
+            generation = keeper.generation if generation is None else generation
+            postings = Postings((data_version, generation), rows, sources, HEADING_WEIGHT)
         except Exception as exc:  # noqa: BLE001 - a daemon thread: nothing may escape it; FTS5 answers
             log.warning("the lexical postings were not built (FTS5 goes on answering): %s", exc)
         finally:
@@ -157,23 +157,24 @@ class LexicalReads:
         self._vocab_cache.clear()
         self._keeper.changed()
 
-    def _chunks_for(self, ranked: list[tuple[int, float]], chunks: dict[str, Chunk]) -> list[tuple[str, float]]:
-        """_ids_for, the chunks themselves read into `chunks` by the same statement."""
+    def _ids_for(
+        self, ranked: list[tuple[int, float]], chunks: dict[str, Chunk] | None = None
+    ) -> list[tuple[str, float]]:
+        """The ranked rows as chunk ids; with `chunks`, the chunks themselves read into it by
+        the same statement."""
         if not ranked:
             return []
         marks = ",".join("?" * len(ranked))
-        rows = self._db.execute(
-            f"SELECT id, {self._CHUNK_COLS} FROM chunks WHERE id IN ({marks})", [r for r, _ in ranked]
-        )
-        read = {r[0]: self._chunk(r[1:]) for r in rows}
-        chunks.update((c.chunk_id, c) for c in read.values())
-        return [(read[r].chunk_id, s) for r, s in ranked if r in read]
-
-    def _ids_for(self, ranked: list[tuple[int, float]]) -> list[tuple[str, float]]:
-        if not ranked:
-            return []
-        marks = ",".join("?" * len(ranked))
-        ids = dict(self._db.execute(f"SELECT id, chunk_id FROM chunks WHERE id IN ({marks})", [r for r, _ in ranked]))
+        rowids = [r for r, _ in ranked]
+        if chunks is None:
+            ids = dict(self._db.execute(f"SELECT id, chunk_id FROM chunks WHERE id IN ({marks})", rowids))
+        else:
+            read = {
+                r[0]: self._chunk(r[1:])
+                for r in self._db.execute(f"SELECT id, {self._CHUNK_COLS} FROM chunks WHERE id IN ({marks})", rowids)
+            }
+            chunks.update((c.chunk_id, c) for c in read.values())
+            ids = {r: c.chunk_id for r, c in read.items()}
         return [(ids[r], s) for r, s in ranked if r in ids]
 
     def phrase_matches(self, phrase: Sequence[str], limit: int, *, scope: Scope | None = None) -> list[str]:

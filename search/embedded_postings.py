@@ -23,7 +23,7 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -81,12 +81,20 @@ class TablePostings:
 
 
 class Postings:
-    """Both tables' postings at one version of the collection, and each row's source."""
+    """Both tables' postings at one version of the collection, and each chunk row's source."""
 
-    def __init__(self, version: tuple[int, int], tables: dict[str, TablePostings], sources: dict[int, str]) -> None:
+    def __init__(
+        self,
+        version: tuple[int, int],
+        rows: Mapping[str, Sequence[tuple[int, str | None, str | None]]],
+        sources: dict[int, str],
+        heading_weight: float,
+    ) -> None:
         self.version = version
-        self.tables = tables
-        self._sources = sources
+        self.tables = {name: TablePostings(rows[name], heading_weight) for name in TABLES}
+        self._rowids = np.fromiter(sources, dtype=np.int64, count=len(sources))
+        self._sources = list(sources.values())
+        self._size = max(len(t.length) for t in self.tables.values())
         self._masks: dict[tuple[str, ...], np.ndarray] = {}
 
     def allowed(self, scope: Scope | None) -> np.ndarray | None:
@@ -95,12 +103,9 @@ class Postings:
             return None
         mask = self._masks.get(scope.key)
         if mask is None:
-            size = max(len(t.length) for t in self.tables.values())
-            mask = np.zeros(size, dtype=bool)
-            verdict: dict[str, bool] = {}
-            for rowid, source in self._sources.items():
-                if rowid < size and verdict.setdefault(source, scope.allows(source)):
-                    mask[rowid] = True
+            mask = np.zeros(self._size, dtype=bool)
+            held = self._rowids < self._size
+            mask[self._rowids[held]] = np.array(scope.allows_each(self._sources), dtype=bool)[held]
             self._masks[scope.key] = mask
         return mask
 
@@ -153,15 +158,3 @@ class PostingsKeeper:
                     self._seen = (self._seen[0], self.clock())
             elif postings.version[1] == self.generation:
                 self.built = postings
-
-
-def build(
-    read: Callable[[], tuple[int, dict[str, list[tuple[int, str | None, str | None]]], dict[int, str]]],
-    generation: int,
-    heading_weight: float,
-) -> Postings:
-    """The postings of what `read` gives (the collection's data_version, each table's rows,
-    each row's source), read at once under the store's lock by the caller's `read`."""
-    data_version, rows, sources = read()
-    tables = {name: TablePostings(rows[name], heading_weight) for name in TABLES}
-    return Postings((data_version, generation), tables, sources)

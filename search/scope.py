@@ -21,6 +21,7 @@ weight, never a passage, a count shown to a person, or text.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -83,6 +84,11 @@ class Scope:
 
     def allows(self, source: str) -> bool:
         return self.everything or self.regex.fullmatch(source) is not None
+
+    def allows_each(self, sources: Sequence[str]) -> list[bool]:
+        """`allows` for each of these sources, in order, each distinct one judged once."""
+        verdict = {s: self.allows(s) for s in set(sources)}
+        return [verdict[s] for s in sources]
 
     @property
     def key(self) -> tuple[str, ...]:
