@@ -16,7 +16,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Sequence
 
-from search.text import stems, words
+from search.text import TOKENIZE, stems, words
 from search.types import heading_text, sections_from_data, text_hash
 
 log = logging.getLogger("citebot.search")
@@ -233,6 +233,38 @@ def m011_stems_cut_as_unicode61(db: sqlite3.Connection) -> None:
         if any(not t.isascii() and _nfd_words(t) != words(t) for t in (text, heading)):
             pending.append((rowid,))
     db.executemany("INSERT OR IGNORE INTO stems_pending VALUES (?)", pending)
+
+
+@migration
+def m012_marks_inside_words(db: sqlite3.Connection) -> None:
+    """Combining marks are word characters (search.text.TOKENIZE: "हिन्दी" one word, not
+    "ह" and "द"): chunks_fts and chunks_stems are made again with that tokenizer, each
+    filled with its own stored columns (the index's text, copied as it is), and the stems of
+    every chunk whose text or headings hold a combining mark are written again
+    (write_pending_stems, which runs next). A chunk without one is cut as before."""
+    for table, columns in (("chunks_fts", "text, heading"), ("chunks_stems", "stems, heading")):
+        db.execute(f'CREATE VIRTUAL TABLE {table}_m012 USING fts5({columns}, tokenize = "{TOKENIZE}")')
+        db.execute(f"INSERT INTO {table}_m012 (rowid, {columns}) SELECT rowid, {columns} FROM {table}")
+    # m006's triggers name chunks_stems: set aside while the tables change places, as written.
+    triggers = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall()
+    for name, _ in triggers:
+        db.execute(f"DROP TRIGGER {name}")
+    db.execute("DROP TABLE chunks_vocab")
+    for table in ("chunks_fts", "chunks_stems"):
+        db.execute(f"DROP TABLE {table}")
+        db.execute(f"ALTER TABLE {table}_m012 RENAME TO {table}")
+    db.execute("CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row')")
+    for _, sql in triggers:
+        db.execute(sql)
+    pending = []
+    for rowid, text, heading_path, sections in db.execute("SELECT id, text, heading_path, sections FROM chunks"):
+        if any(_has_mark(t) for t in (text, _heading_text(heading_path, sections))):
+            pending.append((rowid,))
+    db.executemany("INSERT OR IGNORE INTO stems_pending VALUES (?)", pending)
+
+
+def _has_mark(text: str) -> bool:
+    return not text.isascii() and any(unicodedata.category(c)[0] == "M" for c in set(text))
 
 
 def _nfd_words(text: str) -> list[str]:

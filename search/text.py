@@ -1,16 +1,16 @@
-"""Word tokens for the lexical arm, matching SQLite FTS5's unicode61 tokenizer.
+"""Word tokens for the lexical arm, matching SQLite FTS5's unicode61 tokenizer as citebot
+configures it (TOKENIZE).
 
-unicode61 (remove_diacritics 2) lower-cases, strips diacritics and splits on anything
-that is not a letter or a digit; query terms must be cut the same way or a term the
-index holds is never asked for. The Elasticsearch store indexes these same tokens (a
+unicode61 (remove_diacritics 2) lower-cases, strips Latin diacritics and splits on anything
+that is not a word character; query terms must be cut the same way or a term the index
+holds is never asked for. The Elasticsearch store indexes these same tokens (a
 whitespace-analysed field filled by words()), because Elasticsearch's standard
 analyzer cut 186 of the 367 sample chunks differently ("customer’s", "1.6").
 
 ASCII text is cut by a regular expression (lower case, runs of letters and digits). Any
 other character is cut as unicode61 cuts it, which SQLite is asked once per character
-(`_known`, `_ask`): Python's own folding differs outside Latin script (NFD made "новый" "новыи",
-"άλφα" "αλφα" and "मदद" one token where unicode61 makes two), and the embedded store's
-index would never hold the word asked for.
+(`_known`, `_ask`): Python's own folding differs outside Latin script (NFD made "новый" "новыи"
+and "άλφα" "αλφα"), and the embedded store's index would never hold the word asked for.
 """
 
 from __future__ import annotations
@@ -24,6 +24,20 @@ from functools import lru_cache
 import snowballstemmer
 
 _WORD = re.compile(r"[^\W_]+")
+
+# unicode61's options for every FTS5 table and for the questions' cut. Combining marks are
+# word characters beside letters, digits and private use (unicode61's default leaves them
+# out): a Devanagari or Thai vowel sign, a virama, an Arabic or Hebrew vowel mark stays
+# inside its word ("हिन्दी" one token, where the default made "ह" and "द" of it), and Latin
+# diacritics are still dropped. Variation selectors and the keycap mark stay separators: an
+# emoji's or an ideograph's variant is no word of its own, and no part of one.
+# docs/decisions/0061-combining-marks-inside-words.md
+_VARIANTS = "".join(
+    chr(c)
+    for lo, hi in ((0x180B, 0x180D), (0x180F, 0x180F), (0xFE00, 0xFE0F), (0xE0100, 0xE01EF))
+    for c in range(lo, hi + 1)
+)
+TOKENIZE = f"unicode61 remove_diacritics 2 categories 'L* N* Co M*' separators '{_VARIANTS}\u20e3'"
 
 # A short English stopword list: words that carry no address on their own. Phrases
 # made only of these ("as and when it is") are found by the phrase rule instead.
@@ -58,7 +72,7 @@ LEARN_KEEP = 1 << 16
 class _Layered:
     """A translation table of the characters asked for one text over the kept ones."""
 
-    def __init__(self, asked: dict[int, str], kept: dict[int, str]) -> None:
+    def __init__(self, asked: dict[int, str], kept: dict[int, str] | _Layered) -> None:
         self.asked, self.kept = asked, kept
 
     def __getitem__(self, code: int) -> str:
@@ -72,7 +86,7 @@ def _ask(chars: list[str]) -> dict[int, str]:
     global _scratch
     if _scratch is None:
         _scratch = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        _scratch.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'unicode61 remove_diacritics 2')")
+        _scratch.execute(f'CREATE VIRTUAL TABLE t USING fts5(x, tokenize = "{TOKENIZE}")')
         _scratch.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
     asked = [c for c in chars if not 0xD800 <= ord(c) <= 0xDFFF]  # a lone surrogate has no UTF-8: a separator
     _scratch.execute("BEGIN")
@@ -137,6 +151,18 @@ def words(text: str) -> list[str]:
         return _WORD.findall(text.lower())
     once = _known(text)
     return text.translate(_Layered(once, _CUT) if once else _CUT).split()
+
+
+def positions(text: str) -> int:
+    """How many tokens FTS5 counts in the text (bm25's document length): the words, and
+    each run made only of dropped diacritics (a combining accent after a blank), which
+    unicode61 as configured here (TOKENIZE) indexes as an empty token no question asks for."""
+    if text.isascii():
+        return len(_WORD.findall(text))
+    once = _known(text)
+    cut = _Layered(once, _CUT) if once else _CUT
+    dropped = {code: "\x00" for code in {ord(c) for c in set(text)} if cut[code] == ""}
+    return len(text.translate(_Layered(dropped, cut) if dropped else cut).split())
 
 
 _STEMMER = snowballstemmer.stemmer("english")

@@ -115,6 +115,11 @@ def test_a_collection_beyond_latin_script_is_searched_by_its_own_words(tmp_path,
                                     "## Праздники\n\nОфис закрыт в Новый год и в Рождество.\n", encoding="utf-8")
     (docs / "adeia.md").write_text("# Άδεια\n\nΗ άδεια μητρότητας διαρκεί δεκαπέντε εβδομάδες.\n", encoding="utf-8")
     (docs / "travel.md").write_text("# Travel\n\nBook trains through the travel desk.\n", encoding="utf-8")
+    # Devanagari: vowel signs and a virama inside the word (search.text.TOKENIZE), and a page
+    # holding the consonants the default cut left of "छुट्टी" ("छ", "ट").
+    (docs / "chhutti.md").write_text("# छुट्टी\n\nहर कर्मचारी को साल में बीस दिन की छुट्टी मिलती है।\n",
+                                     encoding="utf-8")
+    (docs / "team.md").write_text("# टीम\n\nछ लोग टीम में हैं। ट ट ट ट ट ट छ छ छ छ ट ट ट।\n", encoding="utf-8")
     monkeypatch.setenv("CITEBOT_STORE", str(tmp_path / "store"))
     monkeypatch.setattr(bot.wiring.Components, "embedder", test_embedder, raising=False)
     runner = CliRunner()
@@ -124,7 +129,8 @@ def test_a_collection_beyond_latin_script_is_searched_by_its_own_words(tmp_path,
                                     encoding="utf-8")
     assert runner.invoke(cli, ["ingest", str(docs)], catch_exceptions=False).exit_code == 0
     for question, source, words in (("новый?", "otpusk.md", "Новый сотрудник"), ("МЁД", "otpusk.md", "Мёд"),
-                                    ("Άδεια μητρότητας", "adeia.md", "άδεια μητρότητας")):
+                                    ("Άδεια μητρότητας", "adeia.md", "άδεια μητρότητας"),
+                                    ("छुट्टी कितनी है?", "chhutti.md", "बीस दिन की छुट्टी")):
         result = runner.invoke(cli, ["search", question, "--mode", "lexical", "--json"], catch_exceptions=False)
         (out,) = _json_lines(result.stdout)
         assert out["hits"], question
@@ -133,3 +139,5 @@ def test_a_collection_beyond_latin_script_is_searched_by_its_own_words(tmp_path,
         # Held as asked: no word "fixed" to itself (the old cut made "новыи" of "новый", then
         # the typo rule made it "новый" again, at reduced weight and counted as a typo).
         assert out["corrections"] == {}, question
+    # No word of the question is on team.md: the default cut matched it by the fragments.
+    assert "team.md" not in {h["source"] for h in out["hits"]}

@@ -218,14 +218,14 @@ def test_parse_config_toggles_features():
 def test_query_words_are_cut_exactly_as_fts5_indexes_them():
     import sqlite3
 
-    from search.text import words
+    from search.text import TOKENIZE, words
 
     # Text beyond ASCII, and ASCII alone (folded by lower() only: search/text.py's fast path),
     # every one of its 128 characters between words.
     for text in ("Fußballer café x² ⅸ Ångström naïve ÉCOLE İstanbul Ωmega ﬁle don’t 1.6 snake_case",
                  "".join(f"Wd{i}{chr(i)}" for i in range(128))):
         db = sqlite3.connect(":memory:")
-        db.execute("CREATE VIRTUAL TABLE f USING fts5(t, tokenize='unicode61 remove_diacritics 2')")
+        db.execute(f'CREATE VIRTUAL TABLE f USING fts5(t, tokenize="{TOKENIZE}")')
         db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(f, 'row')")
         db.execute("INSERT INTO f VALUES (?)", (text,))
         assert sorted(set(words(text))) == sorted(r[0] for r in db.execute("SELECT term FROM v"))
@@ -233,11 +233,12 @@ def test_query_words_are_cut_exactly_as_fts5_indexes_them():
 
 def test_query_words_are_cut_as_fts5_cuts_them_in_every_script():
     """Beyond ASCII, words() asks SQLite how unicode61 cuts each character (search/text.py):
-    random text mixing scripts, combining marks, emoji and separators, cut alike."""
+    random text mixing scripts, combining marks, emoji and separators, cut alike; and
+    positions() counts what FTS5 counts, the empty token of a lone dropped diacritic too."""
     import random
     import sqlite3
 
-    from search.text import words
+    from search.text import TOKENIZE, positions, words
 
     pool = [chr(c) for r in ((0x20, 0x7F), (0xA0, 0x250), (0x300, 0x370), (0x370, 0x400), (0x400, 0x530),
                              (0x590, 0x600), (0x600, 0x700), (0x900, 0x980), (0xE00, 0xE60), (0x1E00, 0x1F00),
@@ -245,15 +246,22 @@ def test_query_words_are_cut_as_fts5_cuts_them_in_every_script():
                              (0xE000, 0xE010), (0xFB00, 0xFB10), (0x1F600, 0x1F650)) for c in range(*r)]
     rng = random.Random(7)
     db = sqlite3.connect(":memory:")
-    db.execute("CREATE VIRTUAL TABLE f USING fts5(t, tokenize='unicode61 remove_diacritics 2')")
+    db.execute(f'CREATE VIRTUAL TABLE f USING fts5(t, tokenize="{TOKENIZE}")')
     db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(f, 'instance')")
     texts = ["".join(rng.choice(pool) for _ in range(rng.randint(1, 30))) for _ in range(600)]
+    texts += ["a \u0301 b", "◌́ x\u0308y \u0300\u0301z", "I ❤️ it 1️⃣ 漢\U000E0100字"]
     db.executemany("INSERT INTO f (rowid, t) VALUES (?, ?)", list(enumerate(texts)))
-    cut: dict[int, list[str]] = {}
+    cut: dict[int, list[str | None]] = {}
     for doc, term in db.execute("SELECT doc, term FROM v ORDER BY doc, offset"):
         cut.setdefault(doc, []).append(term)
-    assert [words(t) for t in texts] == [cut.get(i, []) for i in range(len(texts))]
+    assert [words(t) for t in texts] == [[w for w in cut.get(i, []) if w] for i in range(len(texts))]
+    assert [positions(t) for t in texts] == [len(cut.get(i, [])) for i in range(len(texts))]
+    assert sum(None in cut.get(i, []) for i in range(len(texts))) >= 2  # lone diacritics: empty tokens
     assert words("Новый Ёлка ΣΟΦΟΣ άλφα الإثنين") == ["новый", "ёлка", "σοφοσ", "άλφα", "الإثنين"]
+    # Marks stay inside their words (Devanagari, Thai, Arabic and Hebrew vowel marks);
+    # an emoji's variation selector, the keycap and an ideograph's variant are no word.
+    assert words("हिन्दी भाषा ไม่ใช่ عَرَبِيّ עִבְרִית") == ["हिन्दी", "भाषा", "ไม่ใช่", "عَرَبِيّ", "עִבְרִית"]
+    assert words("I ❤️ it 1️⃣ 漢\U000E0100字") == ["i", "it", "1", "漢", "字"]
 
 
 def test_a_superseded_document_ranks_below_its_current_version(retriever):

@@ -542,6 +542,88 @@ def test_words_beyond_latin_script_are_found_as_the_question_cuts_them(backend):
     assert {"новый", "άδεια", "μητροτητασ", "الإثنين"} <= store.vocabulary()
 
 
+# Words whose combining marks unicode61's default took for separators: Devanagari and Thai
+# vowel signs and a virama, Arabic vowel marks (search.text.TOKENIZE keeps them inside).
+MARKED = make_doc("team/hi-th.md", [
+    (("छुट्टी",), "छुट्टी की नीति: नए कर्मचारी को पहले दिन कुंजी मिलती है। كِتَاب", [E1]),
+    (("วันหยุด",), "สำนักงานปิดวันปีใหม่ ไม่ต้องมาทำงาน; छुट्टी", [E2]),
+])
+
+
+def _default_cut(text: str) -> str:
+    """Tokens as unicode61's default cut them (combining marks as separators)."""
+    import sqlite3
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE f USING fts5(t, tokenize='unicode61 remove_diacritics 2')")
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(f, 'instance')")
+    db.execute("INSERT INTO f VALUES (?)", (text,))
+    return " ".join(r[0] for r in db.execute("SELECT term FROM v ORDER BY offset"))
+
+
+def test_words_with_combining_marks_are_found_whole(backend):
+    from search.text import content_words
+
+    fill(backend.open(), [MARKED, KITCHEN])
+    store = backend.open()
+    first, second = chunk_ids(MARKED)
+    for question, found in (("छुट्टी?", [first, second]), ("कर्मचारी कुंजी", [first]), ("ไม่ต้องมาทำงาน", [second]),
+                            ("สำนักงานปิดวันปีใหม่", [second]), ("كِتَاب", [first])):
+        terms = content_words(question)
+        assert terms and all(n > 0 for n in store.doc_freqs(terms).values()), question
+        assert set(ids(store.lexical(LexicalQuery((WeightedTerms(tuple(terms)),)), 5))) == set(found), question
+        stemmed = ids(store.lexical(LexicalQuery((WeightedTerms(tuple(terms), stemmed=True),)), 5))
+        assert set(stemmed) == set(found), question
+    assert {"छुट्टी", "कर्मचारी", "ไม่ต้องมาทำงาน", "كِتَاب"} <= store.vocabulary()
+    assert not {"छ", "ट", "क"} & store.vocabulary()  # the default's fragments
+
+
+def test_an_embedded_store_of_the_default_cut_is_cut_again_when_opened(tmp_path, caplog):
+    store = EmbeddedStore(tmp_path / "old")
+    fill(store, [KITCHEN, MARKED])
+    first, second = chunk_ids(MARKED)
+    k0, k1, _ = chunk_ids(KITCHEN)
+    kettle = ids(store.lexical(LexicalQuery((WeightedTerms(("kettle", "descaling")),)), 10))
+    # As an older citebot wrote them: unicode61's default options, stems cut the default's way.
+    db = store._db
+    db.execute("DELETE FROM _migrations WHERE name = 'm012_marks_inside_words'")
+    rows = db.execute("SELECT rowid, text, heading FROM chunks_fts").fetchall()
+    stem_rows = db.execute("SELECT rowid, stems, heading FROM chunks_stems").fetchall()
+    for trigger in ("chunks_stems_delete",):
+        sql = db.execute("SELECT sql FROM sqlite_master WHERE name = ?", (trigger,)).fetchone()[0]
+        db.execute(f"DROP TRIGGER {trigger}")
+    db.execute("DROP TABLE chunks_vocab")
+    db.execute("DROP TABLE chunks_fts")
+    db.execute("DROP TABLE chunks_stems")
+    old = "tokenize = 'unicode61 remove_diacritics 2'"
+    db.execute(f"CREATE VIRTUAL TABLE chunks_fts USING fts5(text, heading, {old})")
+    db.execute(f"CREATE VIRTUAL TABLE chunks_stems USING fts5(stems, heading, {old})")
+    db.execute("CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row')")
+    db.execute(sql)
+    db.executemany("INSERT INTO chunks_fts (rowid, text, heading) VALUES (?, ?, ?)", rows)
+    marked = {r[0] for r in db.execute("SELECT id FROM chunks WHERE source = 'team/hi-th.md'")}
+    db.executemany("INSERT INTO chunks_stems (rowid, stems, heading) VALUES (?, ?, ?)",
+                   [(r, _default_cut(t), _default_cut(h)) if r in marked else (r, t, h) for r, t, h in stem_rows])
+    # The default's fragments are what the old index holds ("छ", "ट"), not the word.
+    assert db.execute("SELECT count(*) FROM chunks_vocab WHERE term = 'छुट्टी'").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM chunks_vocab WHERE term = 'छ'").fetchone()[0] == 1
+    store.close()
+
+    with caplog.at_level("INFO", logger="citebot.search"):
+        reopened = EmbeddedStore(tmp_path / "old")
+    assert "wrote the stems of 2 chunks" in caplog.text  # the two holding marks, not KITCHEN's
+    for stemmed in (False, True):
+        found = reopened.lexical(LexicalQuery((WeightedTerms(("छुट्टी",), stemmed=stemmed),)), 5)
+        assert set(ids(found)) == {first, second}
+        assert ids(reopened.lexical(LexicalQuery((WeightedTerms(("ไม่ต้องมาทำงาน",), stemmed=stemmed),)), 5)) == [second]
+    assert ids(reopened.lexical(LexicalQuery((WeightedTerms(("kettle", "descaling")),)), 10)) == kettle
+    assert "छुट्टी" in reopened.vocabulary() and "छ" not in reopened.vocabulary()
+    reopened.delete_documents(["team/hi-th.md"])  # the triggers set back: the stems go with their chunks
+    assert reopened._db.execute("SELECT count(*) FROM chunks_stems").fetchone()[0] == 3
+    assert {k0, k1} <= set(ids(reopened.lexical(LexicalQuery((WeightedTerms(("kettle",), stemmed=True),)), 10)))
+    reopened.close()
+
+
 def test_an_embedded_store_whose_stems_were_cut_otherwise_gets_them_again_when_opened(tmp_path, caplog):
     import json
 
@@ -678,7 +760,7 @@ def test_an_elasticsearch_index_of_format_3_is_refused_for_reading_and_upgraded_
     _alias_an_index_of_an_earlier_layout(es_url, es_alias, ("stems", "heading_stems"), format=3)
     _, chunks, _ = KITCHEN
 
-    with pytest.raises(StoreError, match=r"format 3, expected 5.*run `citebot ingest`"):
+    with pytest.raises(StoreError, match=r"format 3, expected 6.*run `citebot ingest`"):
         open_elastic(es_url, es_alias).stamp()
     store = open_elastic(es_url, es_alias)
     store.open_for(STAMP)  # an ingest opens it, finds nothing changed, and commits
@@ -709,19 +791,44 @@ def test_an_elasticsearch_index_of_format_4_is_read_with_a_warning_and_cut_again
         assert reader.stamp() == STAMP and reader.stamp() == STAMP
         assert ids(reader.lexical(LexicalQuery((WeightedTerms(("kettle",)),)), 5))[0] == k0
         assert reader.doc_freqs(["новый"]) == {"новый": 0}  # the old cut: "новыи"
-    warned = [r.getMessage() for r in caplog.records if "format 4, expected 5" in r.getMessage()]
+    warned = [r.getMessage() for r in caplog.records if "format 4, expected 6" in r.getMessage()]
     assert len(warned) == 1 and "run `citebot ingest`" in warned[0]
 
     store = open_elastic(es_url, es_alias)
-    store.open_for(STAMP)  # an ingest opens it, finds nothing changed, and commits a format-5 copy
+    store.open_for(STAMP)  # an ingest opens it, finds nothing changed, and commits a format-6 copy
     store.commit_ingest()
     again = open_elastic(es_url, es_alias)
     assert again.doc_freqs(["новый", "άδεια"]) == {"новый": 2, "άδεια": 1}
     assert ids(again.lexical(LexicalQuery((WeightedTerms(("άδεια",), stemmed=True),)), 5)) == [first]
     client = elastic_client.connect(es_url)
     index = next(iter(client.indices.get_alias(name=es_alias).body))
-    assert client.indices.get_mapping(index=index).body[index]["mappings"]["_meta"]["citebot"]["format"] == 5
+    assert client.indices.get_mapping(index=index).body[index]["mappings"]["_meta"]["citebot"]["format"] == 6
     client.close()
+    for s in (reader, store, again):
+        s.close()
+
+
+@pytest.mark.elasticsearch
+def test_an_elasticsearch_index_of_format_5_is_read_with_a_warning_and_cut_again_by_an_ingest(
+        es_url, es_alias, caplog):
+    from search.elastic import lifecycle
+
+    _alias_an_index_of_an_earlier_layout(es_url, es_alias, (), format=5, docs=[KITCHEN, MARKED], cut=_default_cut)
+    first, second = chunk_ids(MARKED)
+    lifecycle._warned_formats.clear()
+    with caplog.at_level("WARNING", logger="citebot.search"):
+        reader = open_elastic(es_url, es_alias)
+        assert reader.stamp() == STAMP
+        assert reader.doc_freqs(["छुट्टी"]) == {"छुट्टी": 0}  # the default's cut: "छ", "ट", "ट"
+    assert sum("format 5, expected 6" in r.getMessage() for r in caplog.records) == 1
+
+    store = open_elastic(es_url, es_alias)
+    store.open_for(STAMP)  # an ingest opens it, finds nothing changed, and commits a format-6 copy
+    store.commit_ingest()
+    again = open_elastic(es_url, es_alias)
+    assert again.doc_freqs(["छुट्टी", "कर्मचारी"]) == {"छुट्टी": 2, "कर्मचारी": 1}
+    assert ids(again.lexical(LexicalQuery((WeightedTerms(("ไม่ต้องมาทำงาน",), stemmed=True),)), 5)) == [second]
+    assert set(ids(again.lexical(LexicalQuery((WeightedTerms(("छुट्टी",)),)), 5))) == {first, second}
     for s in (reader, store, again):
         s.close()
 

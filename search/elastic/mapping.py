@@ -62,9 +62,12 @@ from search.types import (
 # its ASCII and Latin tokens are the same, its other words are not found as the question
 # cuts them. `citebot ingest` upgrades a format-3 or -4 index, cutting every chunk's token
 # fields again from its stored text.
-INDEX_FORMAT = 5
-UPGRADABLE_FORMATS = frozenset({3, 4})
-READABLE_FORMATS = frozenset({4})  # of the upgradable ones: read until an ingest upgrades them
+# 6: combining marks inside words (search.text.TOKENIZE: "हिन्दी" one token, not "ह" and
+# "द"). A format-4 or -5 index is still read, with the same warning; `citebot ingest`
+# upgrades it as above.
+INDEX_FORMAT = 6
+UPGRADABLE_FORMATS = frozenset({3, 4, 5})
+READABLE_FORMATS = frozenset({4, 5})  # of the upgradable ones: read until an ingest upgrades them
 
 # Lucene's BM25 with SQLite FTS5's constants (search/embedded.py ranks by FTS5's bm25()),
 # as the index's default similarity.
