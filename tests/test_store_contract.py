@@ -913,3 +913,31 @@ def test_an_embedded_store_from_before_change_times_gets_hashes_and_unknown_time
         chunks[0].text)
     assert [r["turn_id"] for r in store.turns_since("2024-12-31T00:00:00+00:00")] == ["t-old"]
     store.close()
+
+
+def test_a_schema_step_recorded_by_another_process_meanwhile_is_not_run_again(tmp_path, monkeypatch):
+    """migrate() reads the steps done once, then runs each missing one in its own
+    transaction, asking again inside it: another process opening the same store may have
+    run a step since the first read."""
+    import sqlite3
+    import threading
+
+    from search import embedded_migrations
+
+    ran: list[str] = []
+
+    def first(db: sqlite3.Connection) -> None:
+        ran.append("first")
+        # As another process would between this step and the next: it runs and records "second".
+        db.execute("INSERT INTO _migrations VALUES ('second')")
+
+    def second(db: sqlite3.Connection) -> None:
+        ran.append("second")
+
+    monkeypatch.setattr(embedded_migrations, "_MIGRATIONS", [("first", first), ("second", second)])
+    db = sqlite3.connect(tmp_path / "x.sqlite3", isolation_level=None)
+    embedded_migrations.migrate(db, threading.RLock())
+    assert ran == ["first"]
+    assert {r[0] for r in db.execute("SELECT name FROM _migrations")} == {"first", "second"}
+    embedded_migrations.migrate(db, threading.RLock())  # and nothing runs twice
+    assert ran == ["first"]
