@@ -16,8 +16,9 @@ What each costs per question, so that it does not grow with the collection:
   the dfs phase does not carry them for phrase queries (tests/test_elastic.py measures
   it), which approaches the exact figure as shards fill with thousands of chunks.
 - Phrases, rare terms and document frequencies: one `_msearch` per batch, never one
-  request per n-gram. A document frequency is a count of one term of `vocab`, which
-  Lucene reads from its term dictionary (an index-time statistic) instead of counting.
+  request per n-gram. The document frequencies and the chunk count are one search of it:
+  the chunks counted, and each term of `vocab` a bucket of one `filters` aggregation
+  (one search where there was one per term: docs/decisions/0054-fewer-elastic-round-trips.md).
 - Spelling: a term suggester over `vocab` for the words absent from the collection;
   the whole vocabulary is never read at question time (`vocabulary()` still reads it,
   for tools and tests).
@@ -243,8 +244,8 @@ class ElasticQueries:
         if not terms:
             return {}
         wanted = sorted(set(terms))
-        responses = self._msearch("counting document frequencies", self._freq_searches(wanted, scope))
-        return _counted(terms, wanted, responses)
+        (response,) = self._msearch("counting document frequencies", [_freq_search(wanted, scope)])
+        return _counted(terms, wanted, response)
 
     def term_stats(
         self,
@@ -259,24 +260,14 @@ class ElasticQueries:
         (a total over the chunks of the scope, as `_count` gives it); with `held`, the
         probes' phrase searches too (phrase_matches_many's)."""
         wanted = sorted(set(terms))
-        searches = self._freq_searches(wanted, scope)
-        searches.append({"query": _chunks(scope), "size": 0, "track_total_hits": True})
         asked = list(dict.fromkeys(tuple(p) for p in probes)) if held is not None else []
         tokens, phrase_searches = self._phrase_searches(asked, limit, scope)
-        responses = self._msearch("counting document frequencies and chunks", searches + phrase_searches)
+        responses = self._msearch(
+            "counting document frequencies and chunks", [_freq_search(wanted, scope), *phrase_searches]
+        )
         if held is not None:
-            held.update(zip(asked, self._phrase_answers(tokens, responses[len(searches) :]), strict=True))
-        return _counted(terms, wanted, responses), int(responses[len(wanted)]["hits"]["total"]["value"])
-
-    def _freq_searches(self, wanted: Sequence[str], scope: Scope | None) -> list[dict[str, Any]]:
-        scoped = scope_filter(scope)
-        searches = []
-        for t in wanted:
-            query: dict[str, Any] = {"term": {"vocab": t}}
-            if scoped is not None:
-                query = {"bool": {"filter": [query, scoped]}}
-            searches.append({"query": query, "size": 0, "track_total_hits": True})
-        return searches
+            held.update(zip(asked, self._phrase_answers(tokens, responses[1:]), strict=True))
+        return _counted(terms, wanted, responses[0]), int(responses[0]["hits"]["total"]["value"])
 
     def spelling_candidates(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, list[str]]:
         """Words of the collection within SPELLING_MAX_EDITS of each term, from Lucene's term
@@ -350,10 +341,21 @@ def _chunks(scope: Scope | None) -> dict[str, Any]:
     return {"bool": {"filter": [{"term": {"kind": "chunk"}}, scoped]}}
 
 
-def _counted(terms: Sequence[str], wanted: Sequence[str], responses: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """Each term's count from the responses of _freq_searches(wanted) (the first len(wanted)
-    responses), in the order and with the repeats of `terms`."""
-    found = {t: int(r["hits"]["total"]["value"]) for t, r in zip(wanted, responses[: len(wanted)], strict=True)}
+def _freq_search(wanted: Sequence[str], scope: Scope | None) -> dict[str, Any]:
+    """One search: the scope's chunks counted, and the chunks holding each wanted term in
+    `vocab` (text or heading) counted as a bucket of a `filters` aggregation."""
+    search: dict[str, Any] = {"query": _chunks(scope), "size": 0, "track_total_hits": True}
+    if wanted:
+        filters = {f"t{i}": {"term": {"vocab": t}} for i, t in enumerate(wanted)}
+        search["aggs"] = {"df": {"filters": {"filters": filters}}}
+    return search
+
+
+def _counted(terms: Sequence[str], wanted: Sequence[str], response: dict[str, Any]) -> dict[str, int]:
+    """Each term's count from the response of _freq_search(wanted), in the order and with
+    the repeats of `terms` (none where the alias has no index yet)."""
+    buckets = response.get("aggregations", {}).get("df", {}).get("buckets", {})
+    found = {t: int(buckets[f"t{i}"]["doc_count"]) if f"t{i}" in buckets else 0 for i, t in enumerate(wanted)}
     return {t: found[t] for t in terms}
 
 
