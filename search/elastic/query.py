@@ -207,8 +207,13 @@ class ElasticQueries:
     def phrase_matches_many(
         self, phrases: Sequence[Sequence[str]], limit: int, *, scope: Scope | None = None
     ) -> list[list[str]]:
-        """phrase_matches for each phrase, in one `_msearch`. Unscored and in index order
-        (sort by _doc), so a phrase held by thousands of chunks stops at limit + 1."""
+        """phrase_matches for each phrase, in one request. Unscored and in index order
+        (sort by _doc), so a phrase held by thousands of chunks stops at limit + 1: up to
+        TOP_HITS_MAX, each phrase a bucket of one search; past it, one `_msearch`."""
+        if limit + 1 <= TOP_HITS_MAX:
+            tokens = [words(" ".join(p)) for p in phrases]
+            (response,) = self._msearch("searching phrases", [_probe_search((), tokens, limit, scope)])
+            return _probe_answers(tokens, response)
         tokens, searches = self._phrase_searches(phrases, limit, scope)
         return self._phrase_answers(tokens, self._msearch("searching phrases", searches))
 
@@ -256,18 +261,27 @@ class ElasticQueries:
         limit: int = 0,
         held: dict[tuple[str, ...], list[str]] | None = None,
     ) -> tuple[dict[str, int], int]:
-        """doc_freqs and chunk_count in one `_msearch`: the count is one more search of it
-        (a total over the chunks of the scope, as `_count` gives it); with `held`, the
-        probes' phrase searches too (phrase_matches_many's)."""
+        """doc_freqs and chunk_count (a total over the chunks of the scope, as `_count`
+        gives it) in one search; with `held`, the probes' phrase matches too
+        (phrase_matches_many's), in the same search up to TOP_HITS_MAX."""
         wanted = sorted(set(terms))
         asked = list(dict.fromkeys(tuple(p) for p in probes)) if held is not None else []
-        tokens, phrase_searches = self._phrase_searches(asked, limit, scope)
-        responses = self._msearch(
-            "counting document frequencies and chunks", [_freq_search(wanted, scope), *phrase_searches]
-        )
-        if held is not None:
+        tokens = [words(" ".join(p)) for p in asked]
+        if asked and limit + 1 > TOP_HITS_MAX:  # each phrase a search of its own, beside the counts
+            tokens, phrase_searches = self._phrase_searches(asked, limit, scope)
+            responses = self._msearch(
+                "counting document frequencies and chunks", [_freq_search(wanted, scope), *phrase_searches]
+            )
+            assert held is not None  # `asked` is empty without it
             held.update(zip(asked, self._phrase_answers(tokens, responses[1:]), strict=True))
-        return _counted(terms, wanted, responses[0]), int(responses[0]["hits"]["total"]["value"])
+            response = responses[0]
+        else:
+            (response,) = self._msearch(
+                "counting document frequencies and chunks", [_probe_search(wanted, tokens, limit, scope)]
+            )
+            if held is not None:
+                held.update(zip(asked, _probe_answers(tokens, response), strict=True))
+        return _counted(terms, wanted, response), int(response["hits"]["total"]["value"])
 
     def spelling_candidates(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, list[str]]:
         """Words of the collection within SPELLING_MAX_EDITS of each term, from Lucene's term
@@ -341,14 +355,44 @@ def _chunks(scope: Scope | None) -> dict[str, Any]:
     return {"bool": {"filter": [{"term": {"kind": "chunk"}}, scoped]}}
 
 
+# The most hits a `top_hits` aggregation returns (Elasticsearch's default
+# index.max_inner_result_window); a phrase probe asked for more is a search of its own.
+TOP_HITS_MAX = 100
+
+
 def _freq_search(wanted: Sequence[str], scope: Scope | None) -> dict[str, Any]:
     """One search: the scope's chunks counted, and the chunks holding each wanted term in
     `vocab` (text or heading) counted as a bucket of a `filters` aggregation."""
-    search: dict[str, Any] = {"query": _chunks(scope), "size": 0, "track_total_hits": True}
+    return _probe_search(wanted, [], 0, scope)
+
+
+def _probe_search(
+    wanted: Sequence[str], phrases: Sequence[Sequence[str]], limit: int, scope: Scope | None
+) -> dict[str, Any]:
+    """_freq_search, and for each phrase with tokens a `filter` bucket of the chunks
+    holding it, its first limit + 1 in index order (`top_hits` sorted by _doc): the
+    counts and every phrase probe of a question in one search (a search each made 1+8
+    searches 6.1 ms p50, one 1.9 ms: docs/decisions/0054-fewer-elastic-round-trips.md)."""
+    aggs: dict[str, Any] = {}
     if wanted:
-        filters = {f"t{i}": {"term": {"vocab": t}} for i, t in enumerate(wanted)}
-        search["aggs"] = {"df": {"filters": {"filters": filters}}}
+        aggs["df"] = {"filters": {"filters": {f"t{i}": {"term": {"vocab": t}} for i, t in enumerate(wanted)}}}
+    for i, tokens in enumerate(phrases):
+        if tokens:
+            hits = {"size": limit + 1, "_source": False, "sort": ["_doc"]}
+            aggs[f"p{i}"] = {"filter": _phrase_clause("words", tokens, 1.0), "aggs": {"ids": {"top_hits": hits}}}
+    search: dict[str, Any] = {"query": _chunks(scope), "size": 0, "track_total_hits": True}
+    if aggs:
+        search["aggs"] = aggs
     return search
+
+
+def _probe_answers(phrases: Sequence[Sequence[str]], response: dict[str, Any]) -> list[list[str]]:
+    """Each phrase's chunk ids from the response of _probe_search (none where the alias has
+    no index yet, or the phrase no tokens)."""
+    aggs = response.get("aggregations", {})
+    return [
+        [h["_id"] for h in aggs[f"p{i}"]["ids"]["hits"]["hits"]] if f"p{i}" in aggs else [] for i in range(len(phrases))
+    ]
 
 
 def _counted(terms: Sequence[str], wanted: Sequence[str], response: dict[str, Any]) -> dict[str, int]:
