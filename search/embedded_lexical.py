@@ -262,15 +262,13 @@ class LexicalReads:
         return (self.doc_freqs(terms, scope=scope) if terms else {}), self.chunk_count(scope=scope)
 
     def vocabulary(self, *, scope: Scope | None = None) -> set[str]:
-        """Every indexed term (for typo correction); under a scope, those of its chunks. Not
-        the empty token FTS5 makes of a lone dropped diacritic (search.text.positions)."""
+        """Every indexed term (for typo correction); under a scope, those of its chunks."""
         scope = limiting(scope)
         if scope is None:
-            return {r[0] for r in self._db.execute("SELECT term FROM chunks_vocab WHERE term IS NOT NULL")}
+            return {r[0] for r in self._db.execute("SELECT term FROM chunks_vocab")}
         return {
             r[0]
             for r in self._db.execute(
-                f"SELECT DISTINCT term FROM temp.chunks_instances WHERE term IS NOT NULL AND doc IN ({_IN_SCOPE})",
-                (scope.regex.pattern,),
+                f"SELECT DISTINCT term FROM temp.chunks_instances WHERE doc IN ({_IN_SCOPE})", (scope.regex.pattern,)
             )
         }

@@ -16,6 +16,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Sequence
 
+from search.marks import MARKS
 from search.text import TOKENIZE, stems, words
 from search.types import heading_text, sections_from_data, text_hash
 
@@ -237,11 +238,12 @@ def m011_stems_cut_as_unicode61(db: sqlite3.Connection) -> None:
 
 @migration
 def m012_marks_inside_words(db: sqlite3.Connection) -> None:
-    """Combining marks are word characters (search.text.TOKENIZE: "हिन्दी" one word, not
-    "ह" and "द"): chunks_fts and chunks_stems are made again with that tokenizer, each
-    filled with its own stored columns (the index's text, copied as it is), and the stems of
-    every chunk whose text or headings hold a combining mark are written again
-    (write_pending_stems, which runs next). A chunk without one is cut as before."""
+    """The combining marks of scripts that write vowels as marks are word characters
+    (search.text.TOKENIZE: "हिन्दी" one word, not "ह" and "द"): chunks_fts and chunks_stems
+    are made again with that tokenizer, each filled with its own stored columns (the index's
+    text, copied as it is), and the stems of every chunk whose text or headings hold such a
+    mark are written again (write_pending_stems, which runs next). A chunk without one is
+    cut as before."""
     for table, columns in (("chunks_fts", "text, heading"), ("chunks_stems", "stems, heading")):
         db.execute(f'CREATE VIRTUAL TABLE {table}_m012 USING fts5({columns}, tokenize = "{TOKENIZE}")')
         db.execute(f"INSERT INTO {table}_m012 (rowid, {columns}) SELECT rowid, {columns} FROM {table}")
@@ -263,8 +265,11 @@ def m012_marks_inside_words(db: sqlite3.Connection) -> None:
     db.executemany("INSERT OR IGNORE INTO stems_pending VALUES (?)", pending)
 
 
+_MARKS = frozenset(MARKS)
+
+
 def _has_mark(text: str) -> bool:
-    return not text.isascii() and any(unicodedata.category(c)[0] == "M" for c in set(text))
+    return not text.isascii() and not _MARKS.isdisjoint(text)
 
 
 def _nfd_words(text: str) -> list[str]:

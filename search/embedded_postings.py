@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from search.scope import Scope
-from search.text import positions, words
+from search.text import words
 
 log = logging.getLogger("citebot.search")
 
@@ -41,11 +41,6 @@ SETTLE_S = 10.0
 TABLES = ("chunks_fts", "chunks_stems")
 
 
-def _size(text: str | None, cut: list[str]) -> int:
-    """The text's length as FTS5 counts it, from its words where that is the same."""
-    return len(cut) if not text or text.isascii() else positions(text)
-
-
 class TablePostings:
     """One FTS5 table's words: for each its rows and counts (text 1.0, heading `heading_weight`)."""
 
@@ -54,7 +49,7 @@ class TablePostings:
         self.length = np.zeros(max((r[0] for r in rows), default=0) + 1, dtype=np.float64)
         for rowid, text, heading in rows:
             a, b = words(text or ""), words(heading or "")
-            self.length[rowid] = _size(text, a) + _size(heading, b)
+            self.length[rowid] = len(a) + len(b)
             counts: dict[str, float] = dict(Counter(a))
             for w, n in Counter(b).items():
                 counts[w] = counts.get(w, 0.0) + heading_weight * n

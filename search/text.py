@@ -23,21 +23,19 @@ from functools import lru_cache
 
 import snowballstemmer
 
+from search.marks import MARKS
+
 _WORD = re.compile(r"[^\W_]+")
 
-# unicode61's options for every FTS5 table and for the questions' cut. Combining marks are
-# word characters beside letters, digits and private use (unicode61's default leaves them
-# out): a Devanagari or Thai vowel sign, a virama, an Arabic or Hebrew vowel mark stays
-# inside its word ("हिन्दी" one token, where the default made "ह" and "द" of it), and Latin
-# diacritics are still dropped. Variation selectors and the keycap mark stay separators: an
-# emoji's or an ideograph's variant is no word of its own, and no part of one.
-# docs/decisions/0061-combining-marks-inside-words.md
-_VARIANTS = "".join(
-    chr(c)
-    for lo, hi in ((0x180B, 0x180D), (0x180F, 0x180F), (0xFE00, 0xFE0F), (0xE0100, 0xE01EF))
-    for c in range(lo, hi + 1)
-)
-TOKENIZE = f"unicode61 remove_diacritics 2 categories 'L* N* Co M*' separators '{_VARIANTS}\u20e3'"
+# unicode61's options for every FTS5 table and for the questions' cut. The combining marks
+# of the scripts that write vowels and signs as marks (search.marks: Devanagari, Bengali,
+# Tamil, Thai, Arabic, Hebrew ...) are word characters beside unicode61's letters, digits and
+# private use, so a vowel sign or a virama stays inside its word ("हिन्दी" one token, where
+# the default made "ह" and "द" of it). The script-neutral combining marks are as unicode61
+# leaves them: Latin diacritics dropped, the rest separators, variation selectors too.
+# Listed as `tokenchars`, not as the category M: that made a lone dropped diacritic an
+# empty token (docs/decisions/0061-combining-marks-inside-words.md).
+TOKENIZE = f"unicode61 remove_diacritics 2 tokenchars '{MARKS}'"
 
 # A short English stopword list: words that carry no address on their own. Phrases
 # made only of these ("as and when it is") are found by the phrase rule instead.
@@ -72,7 +70,7 @@ LEARN_KEEP = 1 << 16
 class _Layered:
     """A translation table of the characters asked for one text over the kept ones."""
 
-    def __init__(self, asked: dict[int, str], kept: dict[int, str] | _Layered) -> None:
+    def __init__(self, asked: dict[int, str], kept: dict[int, str]) -> None:
         self.asked, self.kept = asked, kept
 
     def __getitem__(self, code: int) -> str:
@@ -151,18 +149,6 @@ def words(text: str) -> list[str]:
         return _WORD.findall(text.lower())
     once = _known(text)
     return text.translate(_Layered(once, _CUT) if once else _CUT).split()
-
-
-def positions(text: str) -> int:
-    """How many tokens FTS5 counts in the text (bm25's document length): the words, and
-    each run made only of dropped diacritics (a combining accent after a blank), which
-    unicode61 as configured here (TOKENIZE) indexes as an empty token no question asks for."""
-    if text.isascii():
-        return len(_WORD.findall(text))
-    once = _known(text)
-    cut = _Layered(once, _CUT) if once else _CUT
-    dropped = {code: "\x00" for code in {ord(c) for c in set(text)} if cut[code] == ""}
-    return len(text.translate(_Layered(dropped, cut) if dropped else cut).split())
 
 
 _STEMMER = snowballstemmer.stemmer("english")

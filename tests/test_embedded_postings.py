@@ -21,8 +21,8 @@ STAMP = ModelStamp("test/model-a", 4, "a" * 64)
 # ASCII (cut by SQLite itself, search/text.py), two holding combining marks.
 VOCAB = ("kettle bollard soak rota badge lunch drill warden milk coffee fridays counters "
          "train herding cats tunnel floor gate meeting визит ключ άδεια छुट्टी ไม่").split()
-# And in the text only, a lone combining accent: FTS5's empty token, which no question asks
-# for but which counts in a chunk's length (search.text.positions).
+# And in the text only, a lone combining accent: no word (search.marks leaves the Latin
+# diacritics out; listed as words, a lone one was an empty token counted in the length).
 TEXT_WORDS = (*VOCAB, "\u0301")
 
 

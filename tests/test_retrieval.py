@@ -233,12 +233,12 @@ def test_query_words_are_cut_exactly_as_fts5_indexes_them():
 
 def test_query_words_are_cut_as_fts5_cuts_them_in_every_script():
     """Beyond ASCII, words() asks SQLite how unicode61 cuts each character (search/text.py):
-    random text mixing scripts, combining marks, emoji and separators, cut alike; and
-    positions() counts what FTS5 counts, the empty token of a lone dropped diacritic too."""
+    random text mixing scripts, combining marks, emoji and separators, cut alike, with no
+    empty token (a lone dropped diacritic is no word: search.marks leaves it out)."""
     import random
     import sqlite3
 
-    from search.text import TOKENIZE, positions, words
+    from search.text import TOKENIZE, words
 
     pool = [chr(c) for r in ((0x20, 0x7F), (0xA0, 0x250), (0x300, 0x370), (0x370, 0x400), (0x400, 0x530),
                              (0x590, 0x600), (0x600, 0x700), (0x900, 0x980), (0xE00, 0xE60), (0x1E00, 0x1F00),
@@ -251,17 +251,32 @@ def test_query_words_are_cut_as_fts5_cuts_them_in_every_script():
     texts = ["".join(rng.choice(pool) for _ in range(rng.randint(1, 30))) for _ in range(600)]
     texts += ["a \u0301 b", "◌́ x\u0308y \u0300\u0301z", "I ❤️ it 1️⃣ 漢\U000E0100字"]
     db.executemany("INSERT INTO f (rowid, t) VALUES (?, ?)", list(enumerate(texts)))
-    cut: dict[int, list[str | None]] = {}
+    cut: dict[int, list[str]] = {}
     for doc, term in db.execute("SELECT doc, term FROM v ORDER BY doc, offset"):
         cut.setdefault(doc, []).append(term)
-    assert [words(t) for t in texts] == [[w for w in cut.get(i, []) if w] for i in range(len(texts))]
-    assert [positions(t) for t in texts] == [len(cut.get(i, [])) for i in range(len(texts))]
-    assert sum(None in cut.get(i, []) for i in range(len(texts))) >= 2  # lone diacritics: empty tokens
+    assert [words(t) for t in texts] == [cut.get(i, []) for i in range(len(texts))]
+    assert all(all(terms) for terms in cut.values())  # no empty token
     assert words("Новый Ёлка ΣΟΦΟΣ άλφα الإثنين") == ["новый", "ёлка", "σοφοσ", "άλφα", "الإثنين"]
     # Marks stay inside their words (Devanagari, Thai, Arabic and Hebrew vowel marks);
     # an emoji's variation selector, the keycap and an ideograph's variant are no word.
     assert words("हिन्दी भाषा ไม่ใช่ عَرَبِيّ עִבְרִית") == ["हिन्दी", "भाषा", "ไม่ใช่", "عَرَبِيّ", "עִבְרִית"]
     assert words("I ❤️ it 1️⃣ 漢\U000E0100字") == ["i", "it", "1", "漢", "字"]
+    assert words("e\u0301te ◌́ x\u0332y") == ["ete", "x", "y"]  # script-neutral marks: as before
+
+
+def test_the_marks_inside_words_are_combining_marks_of_unicode_14_less_the_script_neutral_blocks():
+    import unicodedata
+
+    from search.marks import EXCLUDED, MARKS
+
+    listed = {ord(c) for c in MARKS}
+    assert len(listed) == len(MARKS) == 1892
+    assert all(unicodedata.category(chr(c))[0] == "M" for c in listed)  # marks in any later Unicode too
+    assert not any(lo <= c <= hi for c in listed for lo, hi in EXCLUDED)
+    if unicodedata.unidata_version == "14.0.0":  # the Unicode the list was written from: all of it
+        every = {c for c in range(0x110000) if unicodedata.category(chr(c))[0] == "M"}
+        assert listed == {c for c in every if not any(lo <= c <= hi for lo, hi in EXCLUDED)}
+    assert {ord(c) for c in "िु्ّ่"} <= listed and not {0x301, 0xFE0F, 0x20E3} & listed
 
 
 def test_a_superseded_document_ranks_below_its_current_version(retriever):

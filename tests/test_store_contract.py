@@ -578,6 +578,15 @@ def test_words_with_combining_marks_are_found_whole(backend):
     assert not {"छ", "ट", "क"} & store.vocabulary()  # the default's fragments
 
 
+def test_a_phrase_across_a_lone_accent_is_found(backend):
+    """A lone combining accent is no word in either store, and holds no position between two."""
+    doc = make_doc("accents.md", [(("Accents",), "Type the combining acute \u0301 after the letter.", [E1])])
+    fill(backend.open(), [doc, KITCHEN])
+    store = backend.open()
+    assert store.phrase_matches(("acute", "after"), 5) == chunk_ids(doc)
+    assert None not in store.vocabulary() and "" not in store.vocabulary()
+
+
 def test_an_embedded_store_of_the_default_cut_is_cut_again_when_opened(tmp_path, caplog):
     store = EmbeddedStore(tmp_path / "old")
     fill(store, [KITCHEN, MARKED])
