@@ -34,7 +34,7 @@ from search.embedded_connection import SerialConnection, in_scope
 from search.embedded_dense import DenseReads
 from search.embedded_installs import InstallRows
 from search.embedded_lexical import LexicalReads
-from search.embedded_migrations import migrate, write_pending_stems, write_stems
+from search.embedded_migrations import migrate, stems_written, write_pending_stems, write_stems
 from search.embedded_postings import PostingsKeeper
 from search.errors import IngestLockedError, ModelMismatchError, StoreError
 from search.scope import Scope, limiting
@@ -167,7 +167,7 @@ class EmbeddedStore(DenseReads, LexicalReads, InstallRows):
                         (rowid, c.text, c.heading_text()),
                     )
                     write_stems(self._db, rowid, c.text, [c.heading_text()])
-                    self._db.execute("DELETE FROM stems_pending WHERE chunk_rowid = ?", (rowid,))
+                    stems_written(self._db, rowid)
                 self._db.executemany(
                     "INSERT INTO windows VALUES (?, ?, ?, ?, ?)",
                     [

@@ -2,8 +2,9 @@
 
 `migrate()` runs the steps a store has not had yet, each in its own transaction, and
 records them in `_migrations`; `write_pending_stems()` writes the stems of chunks an older
-citebot stored without them (m006) or cut otherwise (m011). A new schema step is a new `@migration` function
-appended at the end; steps already shipped are never edited.
+citebot stored without them (m006), cut otherwise (m011, m012) or wrote after an upgrade
+(m013). A new schema step is a new `@migration` function appended at the end; steps
+already shipped are never edited.
 """
 
 from __future__ import annotations
@@ -172,26 +173,32 @@ def migrate(db: sqlite3.Connection, lock: threading.RLock) -> None:
 
 
 def write_pending_stems(db: sqlite3.Connection, lock: threading.RLock) -> None:
-    """Write the stems of chunks that an older citebot stored without them (m006) or cut
-    otherwise (m011), their headings' stems as an ingest writes them (Chunk.heading_text)."""
+    """Write the stems of chunks that an older citebot stored without them (m006), cut
+    otherwise (m011, m012) or wrote after this version's migrations (m013), their headings'
+    stems as an ingest writes them (Chunk.heading_text)."""
+    listed = "SELECT chunk_rowid FROM stems_pending UNION SELECT chunk_rowid FROM stems_unchecked"
     with lock:
-        if db.execute("SELECT 1 FROM stems_pending LIMIT 1").fetchone() is None:
+        if db.execute(f"{listed} LIMIT 1").fetchone() is None:
             return
         db.execute("BEGIN IMMEDIATE")
         try:
-            rows = db.execute(
-                "SELECT c.id, c.text, c.heading_path, c.sections FROM stems_pending p"
-                " JOIN chunks c ON c.id = p.chunk_rowid"
-            ).fetchall()
+            rows = db.execute(f"SELECT id, text, heading_path, sections FROM chunks WHERE id IN ({listed})").fetchall()
             for rowid, text, heading_path, sections in rows:
                 db.execute("DELETE FROM chunks_stems WHERE rowid = ?", (rowid,))
                 write_stems(db, rowid, text, [_heading_text(heading_path, sections)])
             db.execute("DELETE FROM stems_pending")
+            db.execute("DELETE FROM stems_unchecked")
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
     log.info("wrote the stems of %d chunks stored by an older citebot", len(rows))
+
+
+def stems_written(db: sqlite3.Connection, rowid: int) -> None:
+    """This version's ingest wrote the chunk's stems as it cuts them: nothing left to write."""
+    db.execute("DELETE FROM stems_pending WHERE chunk_rowid = ?", (rowid,))
+    db.execute("DELETE FROM stems_unchecked WHERE chunk_rowid = ?", (rowid,))
 
 
 @migration
@@ -263,6 +270,25 @@ def m012_marks_inside_words(db: sqlite3.Connection) -> None:
         if any(_has_mark(t) for t in (text, _heading_text(heading_path, sections))):
             pending.append((rowid,))
     db.executemany("INSERT OR IGNORE INTO stems_pending VALUES (?)", pending)
+
+
+@migration
+def m013_stems_of_older_writers(db: sqlite3.Connection) -> None:
+    """A citebot older than this one writing into the store afterwards (a downgrade) writes
+    its chunks' stems as it cuts them ("छ ट ट" for "छुट्टी" before m012, "новыи" before m011)
+    and clears stems_pending for them as this version's ingest does. So every chunk
+    inserted is also listed in stems_unchecked, which only this version's ingest clears
+    (stems_written); the stems of those left are written again when the store is next
+    opened (write_pending_stems)."""
+    db.execute("CREATE TABLE stems_unchecked (chunk_rowid INTEGER PRIMARY KEY)")
+    db.execute(
+        "CREATE TRIGGER chunks_stems_unchecked AFTER INSERT ON chunks BEGIN"
+        " INSERT OR IGNORE INTO stems_unchecked VALUES (new.id); END"
+    )
+    db.execute(
+        "CREATE TRIGGER chunks_stems_unchecked_delete AFTER DELETE ON chunks BEGIN"
+        " DELETE FROM stems_unchecked WHERE chunk_rowid = old.id; END"
+    )
 
 
 _MARKS = frozenset(MARKS)

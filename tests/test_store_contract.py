@@ -633,6 +633,44 @@ def test_an_embedded_store_of_the_default_cut_is_cut_again_when_opened(tmp_path,
     reopened.close()
 
 
+def test_stems_an_older_citebot_cut_its_own_way_are_written_again_when_opened(tmp_path, caplog):
+    """A downgrade after m012: a citebot that took combining marks for separators writes
+    chunks with their stems cut its way ("छ ट ट") and clears stems_pending, as this version's
+    ingest does. The next open writes those stems again; this version's own are left."""
+    import json
+
+    store = EmbeddedStore(tmp_path / "store")
+    fill(store, [KITCHEN])
+    db = store._db
+    doc, chunks, _ = MARKED
+    db.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?)",
+               (doc.doc_id, doc.source, doc.content_hash, doc.title, doc.format))
+    for c in chunks:  # that citebot's replace_document
+        cur = db.execute("INSERT INTO chunks (chunk_id, doc_id, source, ordinal, heading_path, page, text,"
+                         " tokens, overlap_prev, overlap_next) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (c.chunk_id, c.doc_id, c.source, c.ordinal, json.dumps(list(c.heading_path)),
+                          c.page, c.text, c.tokens, 0, 0))
+        db.execute("INSERT INTO chunks_fts (rowid, text, heading) VALUES (?, ?, ?)",
+                   (cur.lastrowid, c.text, c.heading_text()))
+        db.execute("INSERT INTO chunks_stems (rowid, stems, heading) VALUES (?, ?, ?)",
+                   (cur.lastrowid, _default_cut(c.text), _default_cut(c.heading_text())))
+        db.execute("DELETE FROM stems_pending WHERE chunk_rowid = ?", (cur.lastrowid,))
+    stemmed = LexicalQuery((WeightedTerms(("छुट्टी",), stemmed=True),))
+    assert ids(store.lexical(stemmed, 5)) == []  # the fragments "छ", "ट"
+    store.close()
+
+    with caplog.at_level("INFO", logger="citebot.search"):
+        reopened = EmbeddedStore(tmp_path / "store")
+    assert "wrote the stems of 2 chunks" in caplog.text  # MARKED's, not KITCHEN's
+    assert set(ids(reopened.lexical(stemmed, 5))) == set(chunk_ids(MARKED))
+    reopened.replace_document(*make_doc("team/th.md", [(("ไทย",), "ไม่ต้องมาทำงาน", [E3])]))
+    reopened.close()
+    caplog.clear()
+    with caplog.at_level("INFO", logger="citebot.search"):
+        EmbeddedStore(tmp_path / "store").close()
+    assert "wrote the stems" not in caplog.text
+
+
 def test_an_embedded_store_whose_stems_were_cut_otherwise_gets_them_again_when_opened(tmp_path, caplog):
     import json
 
