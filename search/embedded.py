@@ -50,6 +50,10 @@ from search.types import (
 )
 
 DB_NAME = "citebot.sqlite3"
+# How long a statement waits for another process's write (an ingest's document, a schema
+# step) before it fails; a store's first open after an upgrade may rewrite tables for ~1 s
+# per 10,000 chunks (docs/operating.md, Upgrades).
+BUSY_TIMEOUT_MS = 10_000
 LOCK_NAME = "ingest.lock"
 
 
@@ -74,9 +78,18 @@ class EmbeddedStore(DenseReads, LexicalReads, InstallRows):
         self._db = SerialConnection(self._db, self._lock)  # type: ignore[assignment]  # a proxy
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.execute("PRAGMA busy_timeout=10000")
-        migrate(self._db, self._lock)
-        write_pending_stems(self._db, self._lock)
+        self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        try:
+            migrate(self._db, self._lock)
+            write_pending_stems(self._db, self._lock)
+        except sqlite3.OperationalError as exc:
+            self._db.close()
+            raise StoreError(
+                f"cannot bring the embedded store at {self.directory} up to this version of citebot: {exc}. "
+                "If another citebot process holds it (an ingest, or the first open after an upgrade, which "
+                "rewrites its tables: about 1 s per 10,000 chunks), run this again when it is done; if the "
+                "directory is read-only, open it once where it can be written"
+            ) from exc
         self._db.create_function("citebot_in_scope", 2, in_scope, deterministic=True)
         # Per-chunk term instances, for document frequencies and the vocabulary under a scope
         # (chunks_vocab counts the whole collection). A temp table: nothing is stored.

@@ -988,3 +988,25 @@ def test_a_schema_step_recorded_by_another_process_meanwhile_is_not_run_again(tm
     assert {r[0] for r in db.execute("SELECT name FROM _migrations")} == {"first", "second"}
     embedded_migrations.migrate(db, threading.RLock())  # and nothing runs twice
     assert ran == ["first"]
+
+
+def test_a_store_another_process_holds_while_it_needs_a_schema_step_fails_with_a_clear_error(tmp_path, monkeypatch):
+    import sqlite3
+
+    from search import embedded
+
+    EmbeddedStore(tmp_path / "store").close()
+    other = sqlite3.connect(tmp_path / "store" / embedded.DB_NAME, isolation_level=None)
+    other.execute("DELETE FROM _migrations WHERE name = 'm013_stems_of_older_writers'")
+    for name in ("TRIGGER chunks_stems_unchecked", "TRIGGER chunks_stems_unchecked_delete", "TABLE stems_unchecked"):
+        other.execute(f"DROP {name}")  # as before that step
+    other.execute("BEGIN IMMEDIATE")  # another process writing, as an ingest or an upgrade does
+    monkeypatch.setattr(embedded, "BUSY_TIMEOUT_MS", 50)
+    with pytest.raises(StoreError, match=r"cannot bring the embedded store at .* up to this version.*locked.*"
+                                         r"run this again when it is done"):
+        EmbeddedStore(tmp_path / "store")
+    other.execute("ROLLBACK")
+    other.close()
+    store = EmbeddedStore(tmp_path / "store")  # nothing was lost: the step runs now
+    assert store._db.execute("SELECT count(*) FROM stems_unchecked").fetchone() == (0,)
+    store.close()
