@@ -17,6 +17,7 @@ from pathlib import Path
 
 from search.config import read_setting_file
 from search.errors import ConfigError
+from search.marks import MARKS
 from search.text import fold
 
 VARIABLE = "CITEBOT_GLOSSARY"
@@ -38,8 +39,27 @@ class Expansion:
     entry: GlossaryEntry
 
 
-def _pattern(name: str) -> re.Pattern[str]:
-    return re.compile(r"(?<![\w])" + re.escape(fold(name)) + r"(?![\w])")
+class _WholeWord:
+    """A name matched as a whole word: no word character, nor a combining mark that a word
+    of the scripts in search.marks holds (Python's \\w counts none), right before or after
+    it, so "हिन्द" is not found inside "हिन्दी"."""
+
+    def __init__(self, name: str, flags: int = 0) -> None:
+        self._re = re.compile(r"(?<![\w])" + re.escape(name) + r"(?![\w])", flags)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        for m in self._re.finditer(text):
+            a, b = m.start(), m.end()
+            if (a == 0 or text[a - 1] not in _MARKS) and (b == len(text) or text[b] not in _MARKS):
+                return m
+        return None
+
+
+_MARKS = frozenset(MARKS)
+
+
+def _pattern(name: str) -> _WholeWord:
+    return _WholeWord(fold(name))
 
 
 class Glossary:
@@ -114,7 +134,7 @@ def with_other_names(question: str, expansions: list[Expansion]) -> str:
     name cannot be placed in the question as written."""
     out = question
     for e in expansions:
-        m = re.search(r"(?<![\w])" + re.escape(e.found) + r"(?![\w])", out, re.IGNORECASE)
+        m = _WholeWord(e.found, re.IGNORECASE).search(out)
         at = m.end() if m else len(out.rstrip())
         out = f"{out[:at]} ({e.expands_to}){out[at:]}"
     return out

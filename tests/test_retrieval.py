@@ -164,6 +164,16 @@ def test_glossary_matches_whole_words_both_ways():
     assert [e.expands_to for e in g.expansions("Who is the IC tonight?")] == ["Incident Commander"]
     assert [e.expands_to for e in g.expansions("Who is the incident commander?")] == ["IC"]
     assert g.expansions("Is the ICE machine broken?") == []
+    # A name in a script whose words carry combining marks: not inside a longer word that
+    # goes on (or began) with a mark, which Python's \w does not count.
+    hindi = Glossary([GlossaryEntry("हिन्द महासागर", "IO"), GlossaryEntry("हिन्द", "Hind")])
+    assert [e.expands_to for e in hindi.expansions("हिन्दी में बताइए")] == []
+    assert [e.expands_to for e in hindi.expansions("किहिन्द?")] == []
+    assert [e.expands_to for e in hindi.expansions("हिन्द महासागर कहाँ है?")] == ["IO", "Hind"]
+    from search.glossary import with_other_names
+
+    (found,) = hindi.expansions("IO कहाँ है?")
+    assert with_other_names("IO कहाँ है?", [found]) == "IO (हिन्द महासागर) कहाँ है?"
 
 
 def test_a_reranker_without_sentence_transformers_is_refused_with_what_to_install(tmp_path, monkeypatch):
