@@ -18,7 +18,7 @@ What each costs per question, so that it does not grow with the collection:
 - Phrases, rare terms and document frequencies: one `_msearch` per batch, never one
   request per n-gram. The document frequencies and the chunk count are one search of it:
   the chunks counted, and each term of `vocab` a bucket of one `filters` aggregation
-  (one search where there was one per term: docs/decisions/0054-fewer-elastic-round-trips.md).
+  (one search where there was one per term: docs/decisions/0062-elastic-analysis-in-one-search.md).
 - Spelling: a term suggester over `vocab` for the words absent from the collection;
   the whole vocabulary is never read at question time (`vocabulary()` still reads it,
   for tools and tests).
@@ -372,7 +372,7 @@ def _probe_search(
     """_freq_search, and for each phrase with tokens a `filter` bucket of the chunks
     holding it, its first limit + 1 in index order (`top_hits` sorted by _doc): the
     counts and every phrase probe of a question in one search (a search each made 1+8
-    searches 6.1 ms p50, one 1.9 ms: docs/decisions/0054-fewer-elastic-round-trips.md)."""
+    searches 6.1 ms p50, one 1.9 ms: docs/decisions/0062-elastic-analysis-in-one-search.md)."""
     aggs: dict[str, Any] = {}
     if wanted:
         aggs["df"] = {"filters": {"filters": {f"t{i}": {"term": {"vocab": t}} for i, t in enumerate(wanted)}}}
