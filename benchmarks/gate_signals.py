@@ -260,7 +260,7 @@ def main() -> int:
     args = parser.parse_args()
     model = args.model.expanduser().resolve() if args.model else None
     embedder = Embedder(model)
-    gate = Gate()
+    gate = Gate.for_model(embedder.stamp.name)
     signals = (*RETRIEVAL_SIGNALS, *ANSWER_SIGNALS, *(("sentence_similarity",) if args.sentences else ()))
     report: dict[str, dict] = {}
     all_rows: dict[str, list[dict]] = {}
