@@ -3,13 +3,14 @@ separates answerable from unanswerable questions, what a few candidate rules ref
 how much any rule of a signal could refuse at all.
 
     python -m benchmarks.gate_signals [--collections examples,git,haproxy] [--split dev]
-        [--sentences] [--json]
+        [--sentences] [--json] [--model DIR]
 
 Reads the embedded stores that benchmarks/quality.py builds (run it first; it reads
 CITEBOT_QUALITY_CACHE like quality.py); retrieval is hybrid with each collection's
 glossary, exactly as `citebot eval` runs it. Tune on the tuned collections' dev items only
 (`--split dev`): a held-out collection belongs in this table once, at the end, and is
-always read whole (all its items are held out).
+always read whole (all its items are held out). --model DIR reads the stores quality.py
+built with `--model DIR` (<name>-<folder>-store) and embeds the questions with that model.
 
 Signals. Retrieval: dense_top, dense_z (against the collection's null, search.calibration),
 coverage, best_coverage (search.support.Support). Answer level, from the top
@@ -38,6 +39,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -45,6 +47,7 @@ from benchmarks import quality
 from bot.answer.compose import stem
 from bot.answer.gate import (
     ANSWER,
+    CLOSEST,
     GATE_BEST_COVERAGE_MAX,
     GATE_DENSE_MIN_UNCALIBRATED,
     GATE_Z_MAX,
@@ -60,6 +63,7 @@ from search.focus import focus
 from search.glossary import Glossary
 from search.retrieval_config import BEST_COVERAGE_HITS
 from search.retrieve import Retriever
+from search.support import Support
 from search.text import content_words, words
 from search.types import Hit
 
@@ -214,6 +218,33 @@ def flat_refusal_grid(by_collection: dict[str, list[dict]]) -> list[dict]:
     return out
 
 
+# The gate's own edges tried per model: answer outright at dense_z >= z_max (GATE_Z_MAX),
+# "closest" at dense_z >= closest_z_min (CLOSEST_Z_MIN); the coverage edges kept.
+GRID_Z_MAX = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
+GRID_CLOSEST_Z_MIN = (-1.5, -1.0, -0.5, 0.0, 0.5, 1.0)
+
+
+def gate_edge_grid(supports: dict[str, list[tuple[bool, Support | None]]]) -> list[dict]:
+    """For each (z_max, closest_z_min) with closest_z_min <= z_max: per collection, the
+    answerable share refused flatly and labelled "closest", and the unanswerable share
+    answered outright (refusal correctness counts an unanswerable "closest" as correct).
+    A question without hits (support None) is refused whatever the edges."""
+    out = []
+    for z_max in GRID_Z_MAX:
+        for z_min in (z for z in GRID_CLOSEST_Z_MIN if z <= z_max):
+            gate = Gate(z_max=z_max, closest_z_min=z_min)
+            per = {}
+            for name, items in supports.items():
+                ans = [gate.judge(s).outcome if s else REFUSED for answerable, s in items if answerable]
+                un = [gate.judge(s).outcome if s else REFUSED for answerable, s in items if not answerable]
+                per[name] = {"false_refusals": round(ans.count(REFUSED) / max(1, len(ans)), 3),
+                             "closest_answerable": round(ans.count(CLOSEST) / max(1, len(ans)), 3),
+                             "unanswerable_answered": round(un.count(ANSWER) / max(1, len(un)), 3)}
+            out.append({"z_max": z_max, "closest_z_min": z_min, "per_collection": per,
+                        "max_false_refusals": max((v["false_refusals"] for v in per.values()), default=0.0)})
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--collections", default="examples,git,haproxy,sqlite")
@@ -225,14 +256,17 @@ def main() -> int:
                         help="also Recall@5 of the answerable questions retrieved on their content "
                              "(search.focus) instead of as written")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--model", type=Path, help="embedding model folder of quality.py --model; default: bundled")
     args = parser.parse_args()
-    embedder = Embedder()
-    gate = Gate()
+    model = args.model.expanduser().resolve() if args.model else None
+    embedder = Embedder(model)
+    gate = Gate.for_model(embedder.stamp.name)
     signals = (*RETRIEVAL_SIGNALS, *ANSWER_SIGNALS, *(("sentence_similarity",) if args.sentences else ()))
     report: dict[str, dict] = {}
     all_rows: dict[str, list[dict]] = {}
+    supports: dict[str, list[tuple[bool, Support | None]]] = {}
     for target in quality.targets(args.collections.split(",")):
-        store_dir = quality.QUALITY_CACHE / f"{target.name}-store"
+        store_dir = quality.QUALITY_CACHE / f"{target.name}{f'-{model.name}' if model else ''}-store"
         if not store_dir.exists():
             print(f"{target.name}: no store at {store_dir}: run benchmarks/quality.py first",
                   file=sys.stderr)
@@ -243,11 +277,13 @@ def main() -> int:
         retriever = Retriever(store, embedder.encode_query, glossary)
         n_chunks = store.chunk_count()
         rows = []
+        supports[target.name] = []
         for item in load_items(target.questions):
             if not target.heldout and args.split != "all" and item.split != args.split:
                 continue
             retrieval = retriever.retrieve(item.question)
             s = retrieval.support
+            supports[target.name].append((item.answerable, s if retrieval.hits else None))
             dfs = store.doc_freqs(content_words(item.question))
             row = {"id": item.id, "answerable": item.answerable, "addressed": s.addressed,
                    "dense_top": s.dense_top, "dense_z": s.dense_z, "coverage": s.coverage,
@@ -299,8 +335,10 @@ def main() -> int:
         store.close()
     joint = {sig: best_joint_rule(all_rows, sig) for sig in signals if sig != "dense_z"} if all_rows else {}
     grid = flat_refusal_grid(all_rows)
+    edges = gate_edge_grid(supports)
     if args.json:
-        print(json.dumps({"collections": report, "joint_rules": joint, "split": args.split, "grid": grid}))
+        print(json.dumps({"collections": report, "joint_rules": joint, "split": args.split, "grid": grid,
+                          "gate_edges": edges, "model": str(model) if model else "bundled"}))
         return 0
     for name, e in report.items():
         role = "held out" if e["heldout"] else f"tuned, {args.split} items"
@@ -328,6 +366,13 @@ def main() -> int:
         print(f"  a={g['z_below']:+.1f} b={g['evidence_below']:.2f}: max false refusals "
               f"{g['max_false_refusals']:.2f} ({', '.join(f'{k} {f:.2f}' for k, (f, _) in per.items())}) | "
               f"mean {g['mean_unanswerable_refused']:.2f} ({', '.join(f'{k} {u:.2f}' for k, (_, u) in per.items())})")
+    print("\nthe gate at z_max (answer at dense_z >= it) and closest_z_min: per collection false refusals / "
+          "answerable 'closest' / unanswerable answered outright")
+    for g in edges:
+        per = g["per_collection"]
+        print(f"  z_max={g['z_max']:+.1f} closest_z_min={g['closest_z_min']:+.1f}: "
+              + ", ".join(f"{k} {v['false_refusals']:.2f}/{v['closest_answerable']:.2f}/"
+                          f"{v['unanswerable_answered']:.2f}" for k, v in per.items()))
     print(f"\nbest rule 'not addressed and dense_z <= a and S <= b', a and b fitted on {', '.join(all_rows)} "
           f"together, at most {CEILING_FALSE_REFUSALS:.0%} false refusals on each:")
     for sig, b in joint.items():

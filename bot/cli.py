@@ -333,7 +333,7 @@ def eval_cmd(
         raise click.UsageError(f"{file} has no items in split {split!r}")
     c = obj.components
     base = c.retrieval_config()
-    gate = Gate()
+    gate = Gate.for_model(c.embedder.stamp.name)
     if compare:
         runs = []
         for spec in compare:

@@ -248,6 +248,7 @@ class Components:
 
     def make_answerer(self, retriever: Retriever, turnlog: TurnLog, state: ConversationState | None = None) -> Answerer:
         """An Answerer on this retriever and turn log (eval gives its own of both)."""
+        from bot.answer.gate import Gate
         from bot.answer.turn import Answerer
         from bot.memory.state import InProcessState
 
@@ -258,6 +259,7 @@ class Components:
             turnlog,
             state or InProcessState(),
             passages=self.settings.passages,
+            gate=Gate.for_model(self.embedder.stamp.name),
             condenser=getattr(composer, "condense", None),
             claim_judge=getattr(composer, "claim_judge", None),
             source_url=self.settings.source_url,

@@ -10,9 +10,12 @@ from bot.answer.gate import (
     CLOSEST_COVERAGE_MIN,
     CLOSEST_Z_MIN,
     GATE_BEST_COVERAGE_MAX,
+    GATE_Z_MAX,
+    GATE_Z_MAX_BY_MODEL,
     REFUSED,
     Gate,
 )
+from ingest.embedder import KNOWN_MODELS, MODEL_NAME
 from ingest.pipeline import ingest
 from search import calibration
 from search.embedded import EmbeddedStore
@@ -117,3 +120,35 @@ def test_a_running_retriever_takes_the_calibration_of_an_ingest_beside_it(small_
     small_store.write_stat(calibration.STAT_KEY, {})  # dropped mid-ingest: the last one stays
     now[0] += CALIBRATION_TTL_S
     assert retriever.null_distribution() == newer
+
+
+def test_each_embedding_model_gets_the_gate_set_on_its_own_cosines():
+    mpnet = KNOWN_MODELS["78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"]
+    assert set(GATE_Z_MAX_BY_MODEL) <= set(KNOWN_MODELS.values())
+    assert Gate.for_model(MODEL_NAME) == Gate() and Gate().z_max == GATE_Z_MAX
+    assert Gate.for_model("some/other-model") == Gate()
+    # a question a quarter spread above the null: close for MiniLM, only on topic for mpnet
+    near_miss = support(dense_z=0.25, best_coverage=0.1)
+    assert Gate.for_model(MODEL_NAME).judge(near_miss).outcome == ANSWER
+    assert Gate.for_model(mpnet).judge(near_miss).outcome == CLOSEST
+    # the coverage edge and an addressed passage answer whatever the model
+    assert Gate.for_model(mpnet).judge(support(dense_z=0.25, best_coverage=GATE_BEST_COVERAGE_MAX)).outcome == ANSWER
+    assert Gate.for_model(mpnet).judge(support(dense_z=-3.0, best_coverage=0.0, addressed=True)).outcome == ANSWER
+
+
+def test_the_answerer_uses_the_gate_of_the_configured_model(small_store):
+    from dataclasses import replace
+
+    from bot.evaluate import MemoryTurnLog
+    from bot.settings import load_settings
+    from bot.testing.embedder import HashingEmbedder
+    from bot.wiring import Components
+
+    mpnet = next(iter(GATE_Z_MAX_BY_MODEL))
+    for name, z_max in ((mpnet, GATE_Z_MAX_BY_MODEL[mpnet]), (MODEL_NAME, GATE_Z_MAX)):
+        embedder = HashingEmbedder()
+        embedder.stamp = replace(embedder.stamp, name=name)  # the name the index stamp would carry
+        c = Components(load_settings())
+        c.embedder = embedder
+        answerer = c.make_answerer(Retriever(small_store, embedder.encode_query), MemoryTurnLog())
+        assert answerer.gate == Gate.for_model(name) and answerer.gate.z_max == z_max

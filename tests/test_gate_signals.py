@@ -94,3 +94,21 @@ def test_the_flat_refusal_grid_refuses_only_what_the_answer_rule_leaves_and_noth
     # answerable: only the first is far and thin; unanswerable: only the first (the third is addressed)
     assert g["per_collection"]["c"] == (round(1 / 3, 3), round(1 / 3, 3))
     assert cell[(-3.0, 0.1)]["per_collection"]["c"] == (0.0, 0.0)  # dense_z < -3 holds for none
+
+
+def test_the_gate_edge_grid_judges_each_question_with_the_gate_at_those_edges():
+    from search.support import Support
+
+    def support(z: float) -> Support:
+        return Support(dense_top=0.5, coverage=0.0, addressed=False, dense_z=z)
+
+    items = {"c": [(True, support(2.2)), (True, support(0.7)), (True, support(-2.0)),
+                   (False, support(1.2)), (False, None)]}
+    grid = {(g["z_max"], g["closest_z_min"]): g for g in signals.gate_edge_grid(items)}
+    now = grid[(0.0, -1.5)]["per_collection"]["c"]
+    # today's edges: 2.2 and 0.7 answered, -2.0 refused; the unanswerable 1.2 answered
+    assert now == {"false_refusals": 0.333, "closest_answerable": 0.0, "unanswerable_answered": 0.5}
+    raised = grid[(1.5, -1.5)]["per_collection"]["c"]
+    # answering from 1.5 up: 0.7 becomes "closest", the unanswerable 1.2 too; no hits stays refused
+    assert raised == {"false_refusals": 0.333, "closest_answerable": 0.333, "unanswerable_answered": 0.0}
+    assert all(g["closest_z_min"] <= g["z_max"] for g in grid.values())

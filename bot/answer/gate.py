@@ -40,6 +40,11 @@ GATE_DENSE_MIN_UNCALIBRATED = 0.30
 # (docs/decisions/0033-three-outcome-gate.md).
 CLOSEST_Z_MIN = -1.5
 CLOSEST_COVERAGE_MIN = 0.2
+# The edges above were set on all-MiniLM-L6-v2's cosines. all-mpnet-base-v2 (the optional
+# second model) puts near misses further above its own null: at 0.0 it answered more of the
+# tuned collections' unanswerable dev questions outright; at 0.5 no more than MiniLM does,
+# with no answerable question refused (docs/decisions/0060-mpnet-on-every-collection.md).
+GATE_Z_MAX_BY_MODEL = {"sentence-transformers/all-mpnet-base-v2": 0.5}
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,12 @@ class Gate:
     dense_min_uncalibrated: float = GATE_DENSE_MIN_UNCALIBRATED
     closest_z_min: float = CLOSEST_Z_MIN
     closest_coverage_min: float = CLOSEST_COVERAGE_MIN
+
+    @classmethod
+    def for_model(cls, model: str) -> Gate:
+        """The gate for a store of this embedding model (the index stamp's name); a model
+        without edges of its own gets all-MiniLM-L6-v2's."""
+        return cls(z_max=GATE_Z_MAX_BY_MODEL.get(model, GATE_Z_MAX))
 
     def judge(self, support: Support) -> Verdict:
         if support.addressed or support.evidence >= self.best_coverage_max:
