@@ -17,7 +17,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Sequence
 
-from search.marks import MARKS
+from search.marks import MARK_SET
 from search.text import TOKENIZE, stems, words
 from search.types import heading_text, sections_from_data, text_hash
 
@@ -291,11 +291,8 @@ def m013_stems_of_older_writers(db: sqlite3.Connection) -> None:
     )
 
 
-_MARKS = frozenset(MARKS)
-
-
 def _has_mark(text: str) -> bool:
-    return not text.isascii() and not _MARKS.isdisjoint(text)
+    return not text.isascii() and not MARK_SET.isdisjoint(text)
 
 
 def _nfd_words(text: str) -> list[str]:

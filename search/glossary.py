@@ -17,7 +17,7 @@ from pathlib import Path
 
 from search.config import read_setting_file
 from search.errors import ConfigError
-from search.marks import MARKS
+from search.marks import MARK_SET
 from search.text import fold
 
 VARIABLE = "CITEBOT_GLOSSARY"
@@ -50,12 +50,9 @@ class _WholeWord:
     def search(self, text: str) -> re.Match[str] | None:
         for m in self._re.finditer(text):
             a, b = m.start(), m.end()
-            if (a == 0 or text[a - 1] not in _MARKS) and (b == len(text) or text[b] not in _MARKS):
+            if (a == 0 or text[a - 1] not in MARK_SET) and (b == len(text) or text[b] not in MARK_SET):
                 return m
         return None
-
-
-_MARKS = frozenset(MARKS)
 
 
 def _pattern(name: str) -> _WholeWord:

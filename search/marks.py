@@ -74,3 +74,5 @@ def _expand(ranges: str) -> str:
 
 
 MARKS = _expand(_RANGES)
+# The same, as a set: is a character one of them.
+MARK_SET = frozenset(MARKS)

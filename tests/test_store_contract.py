@@ -822,6 +822,15 @@ def test_an_elasticsearch_index_of_format_3_is_refused_for_reading_and_upgraded_
     reader.close()
 
 
+def _upgraded_by_an_ingest(es_url: str, es_alias: str) -> tuple[Store, Store]:
+    """An ingest opens the index, finds nothing changed, and commits a copy of the current
+    format; the store it wrote with, and the index opened again as a reader."""
+    store = open_elastic(es_url, es_alias)
+    store.open_for(STAMP)
+    store.commit_ingest()
+    return store, open_elastic(es_url, es_alias)
+
+
 @pytest.mark.elasticsearch
 def test_an_elasticsearch_index_of_format_4_is_read_with_a_warning_and_cut_again_by_an_ingest(
         es_url, es_alias, caplog):
@@ -841,10 +850,7 @@ def test_an_elasticsearch_index_of_format_4_is_read_with_a_warning_and_cut_again
     warned = [r.getMessage() for r in caplog.records if "format 4, expected 6" in r.getMessage()]
     assert len(warned) == 1 and "run `citebot ingest`" in warned[0]
 
-    store = open_elastic(es_url, es_alias)
-    store.open_for(STAMP)  # an ingest opens it, finds nothing changed, and commits a format-6 copy
-    store.commit_ingest()
-    again = open_elastic(es_url, es_alias)
+    store, again = _upgraded_by_an_ingest(es_url, es_alias)
     assert again.doc_freqs(["новый", "άδεια"]) == {"новый": 2, "άδεια": 1}
     assert ids(again.lexical(LexicalQuery((WeightedTerms(("άδεια",), stemmed=True),)), 5)) == [first]
     client = elastic_client.connect(es_url)
@@ -869,10 +875,7 @@ def test_an_elasticsearch_index_of_format_5_is_read_with_a_warning_and_cut_again
         assert reader.doc_freqs(["छुट्टी"]) == {"छुट्टी": 0}  # the default's cut: "छ", "ट", "ट"
     assert sum("format 5, expected 6" in r.getMessage() for r in caplog.records) == 1
 
-    store = open_elastic(es_url, es_alias)
-    store.open_for(STAMP)  # an ingest opens it, finds nothing changed, and commits a format-6 copy
-    store.commit_ingest()
-    again = open_elastic(es_url, es_alias)
+    store, again = _upgraded_by_an_ingest(es_url, es_alias)
     assert again.doc_freqs(["छुट्टी", "कर्मचारी"]) == {"छुट्टी": 2, "कर्मचारी": 1}
     assert ids(again.lexical(LexicalQuery((WeightedTerms(("ไม่ต้องมาทำงาน",), stemmed=True),)), 5)) == [second]
     assert set(ids(again.lexical(LexicalQuery((WeightedTerms(("छुट्टी",)),)), 5))) == {first, second}

@@ -266,21 +266,16 @@ class ElasticQueries:
         (phrase_matches_many's), in the same search up to TOP_HITS_MAX."""
         wanted = sorted(set(terms))
         asked = list(dict.fromkeys(tuple(p) for p in probes)) if held is not None else []
-        tokens = [words(" ".join(p)) for p in asked]
-        if asked and limit + 1 > TOP_HITS_MAX:  # each phrase a search of its own, beside the counts
-            tokens, phrase_searches = self._phrase_searches(asked, limit, scope)
-            responses = self._msearch(
-                "counting document frequencies and chunks", [_freq_search(wanted, scope), *phrase_searches]
+        inline = asked if limit + 1 <= TOP_HITS_MAX else []  # past it, phrase_matches_many's own searches
+        tokens = [words(" ".join(p)) for p in inline]
+        (response,) = self._msearch(
+            "counting document frequencies and chunks", [_probe_search(wanted, tokens, limit, scope)]
+        )
+        if held is not None and asked:
+            answers = (
+                _probe_answers(tokens, response) if inline else self.phrase_matches_many(asked, limit, scope=scope)
             )
-            assert held is not None  # `asked` is empty without it
-            held.update(zip(asked, self._phrase_answers(tokens, responses[1:]), strict=True))
-            response = responses[0]
-        else:
-            (response,) = self._msearch(
-                "counting document frequencies and chunks", [_probe_search(wanted, tokens, limit, scope)]
-            )
-            if held is not None:
-                held.update(zip(asked, _probe_answers(tokens, response), strict=True))
+            held.update(zip(asked, answers, strict=True))
         return _counted(terms, wanted, response), int(response["hits"]["total"]["value"])
 
     def spelling_candidates(self, terms: Sequence[str], *, scope: Scope | None = None) -> dict[str, list[str]]:
