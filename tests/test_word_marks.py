@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from bot.answer.cues import answer_cues
 from bot.evaluate import overlaps
+from bot.slack.inbound import clean_question
 from ingest.chunker import cut_paragraph
 from search.glossary import Glossary
 from search.marks import IN_WORD_CLASS, IN_WORD_SET
@@ -62,6 +63,13 @@ def test_a_label_overlap_counts_whole_words():
     # three fragments, enough for an overlap.
     assert not overlaps(f"{HINDI} बहुत", f"{HINDI} नीति")
     assert overlaps(f"सबको {HINDI} नीति मिली", f"{HINDI} नीति")
+
+
+def test_identifiers_of_a_fenced_block_are_whole_words():
+    # Cut at the marks, they were "user_न" and "इल_स": fragment phrases.
+    q = clean_question("क्या है\n```\nerror in user_नाम: फ़ाइल_सूची failed\n```")
+    assert q == "क्या है user_नाम फ़ाइल_सूची"
+    assert joined_terms(q) == [("user", "नाम"), ("फ़ाइल", "सूची")]
 
 
 def test_a_hard_cut_keeps_each_mark_with_its_letter():
