@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -51,6 +52,11 @@ _CUT_SEARCH_SHARE = 0.5
 STUB_TOKENS = 50
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
 _BLANKS = re.compile(r"\s+")
+# A cut at max_chars (a window with no blank: Thai, Khmer, Burmese) steps back over at
+# most this many combining marks, so no piece starts with the vowel sign or tone mark of
+# the letter before it; 30 is Unicode's stream-safe limit on marks in a row (UAX #15).
+# docs/decisions/0061-combining-marks-inside-words.md
+HARD_CUT_MARKS_MAX = 30
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,8 @@ def _page_label(paras: list[Paragraph]) -> str | None:
 
 def cut_paragraph(text: str, max_chars: int = MAX_CHUNK_CHARS) -> list[str]:
     """The paragraph in pieces of at most max_chars, cut after a sentence end and its
-    blanks, else after a run of blanks, else at max_chars; "".join(pieces) == text."""
+    blanks, else after a run of blanks, else at max_chars (before the combining marks of
+    the letter there); "".join(pieces) == text."""
     pieces: list[str] = []
     start = 0
     while len(text) - start > max_chars:
@@ -93,11 +100,20 @@ def cut_paragraph(text: str, max_chars: int = MAX_CHUNK_CHARS) -> list[str]:
                 cut = m.end()
             if cut:
                 break
-        cut = cut or max_chars
+        cut = cut or _off_marks(text, start, max_chars)
         pieces.append(text[start : start + cut])
         start += cut
     pieces.append(text[start:])
     return pieces
+
+
+def _off_marks(text: str, start: int, cut: int) -> int:
+    """A cut at start + cut moved back before the combining marks that follow it (at most
+    HARD_CUT_MARKS_MAX of them, never to the start): a mark stays with its letter."""
+    back = cut
+    while back > 1 and cut - back < HARD_CUT_MARKS_MAX and unicodedata.category(text[start + back])[0] == "M":
+        back -= 1
+    return back if unicodedata.category(text[start + back])[0] != "M" else cut
 
 
 def plan_section(

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from search.store import Store
-from search.text import content_words
+from search.text import content_words, letters_only
 
 STAT_KEY = "gate_null"
 CALIBRATION_VERSION = 1
@@ -62,7 +62,7 @@ def pseudo_questions(chunk_texts: Sequence[str], n: int = NULL_QUESTIONS, seed: 
     """Questions of the collection's own words about nothing in particular."""
     pools = [
         ws
-        for ws in ([w for w in content_words(t) if w.isalpha() and len(w) >= MIN_WORD_LETTERS] for t in chunk_texts)
+        for ws in ([w for w in content_words(t) if letters_only(w) and len(w) >= MIN_WORD_LETTERS] for t in chunk_texts)
         if len(ws) >= WORDS_PER_CHUNK
     ]
     if len(pools) < 2:

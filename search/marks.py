@@ -76,3 +76,26 @@ def _expand(ranges: str) -> str:
 MARKS = _expand(_RANGES)
 # The same, as a set: is a character one of them.
 MARK_SET = frozenset(MARKS)
+
+# The Latin diacritics unicode61 drops (remove_diacritics; SQLite's own fixed list,
+# sqlite3Fts5UnicodeIsdiacritic): word characters folded to nothing, so a decomposed
+# "Mu\u0308ller" is the one word "muller" (docs/decisions/0061-combining-marks-inside-words.md).
+_DROPPED_RANGES = "0300-0304 0306-030C 030F 0311 031B 0323-0328 032D-032E 0330-0331"
+DROPPED = _expand(_DROPPED_RANGES)
+
+
+def _class_ranges(ranges: str) -> str:
+    out = []
+    for item in ranges.split():
+        lo, _, hi = item.partition("-")
+        out.append(chr(int(lo, 16)) + (f"-{chr(int(hi, 16))}" if hi else ""))
+    return "".join(out)
+
+
+# Every mark a word holds for unicode61 (DROPPED and MARKS): Python's \w and str.isalnum()
+# count none of them, so the patterns that find words add them to their word characters.
+# As a set, as the inside of a regular expression's character class ("[\\w" + IN_WORD_RANGES
+# + "]"), and as a class of their own.
+IN_WORD_SET = frozenset(DROPPED) | MARK_SET
+IN_WORD_RANGES = _class_ranges(f"{_DROPPED_RANGES} {_RANGES}")
+IN_WORD_CLASS = f"[{IN_WORD_RANGES}]"

@@ -50,7 +50,7 @@ from search.retrieval_config import (
 from search.scope import Scope, limiting
 from search.store import Store
 from search.support import support_of
-from search.text import content_words, name_like, words
+from search.text import content_words, letters_only, name_like, words
 from search.types import Chunk, Hit, LexicalQuery, WeightedTerms, WindowScore
 
 __all__ = ["Reranker", "Retrieval", "Retriever"]
@@ -134,7 +134,7 @@ class Retriever:
         rare-name rule, which would otherwise read them again)."""
         fixes: dict[str, str] = {}
         fdfs: dict[str, int] = {}
-        absent = [t for t in terms if dfs.get(t, 0) == 0 and len(t) >= 4 and t.isalpha()]
+        absent = [t for t in terms if dfs.get(t, 0) == 0 and len(t) >= 4 and letters_only(t)]
         if not absent:
             return fixes, fdfs
         offered = self.store.spelling_candidates(absent, scope=scope)

@@ -23,9 +23,16 @@ from functools import lru_cache
 
 import snowballstemmer
 
-from search.marks import MARKS
+from search.marks import IN_WORD_CLASS, IN_WORD_SET, MARKS
 
 _WORD = re.compile(r"[^\W_]+")
+# A word character as unicode61 reads one, for the patterns that find words in the
+# question's own text: a letter or a digit, or a mark a word holds (search.marks), which
+# Python's \w leaves out ("छुट्टी" was "छ", "ट", "ट" to [^\W_]+, a decomposed "Mu\u0308ller"
+# "Mu" and "ller"). ASCII text holds no such mark: it reads as before.
+WORD_CHAR = rf"(?:[^\W_]|{IN_WORD_CLASS})"
+# A whole word of the question's text (name_like), never cut at a mark.
+_TEXT_WORD = re.compile(WORD_CHAR + "++")
 
 # unicode61's options for every FTS5 table and for the questions' cut. The combining marks
 # of the scripts that write vowels and signs as marks (search.marks: Devanagari, Bengali,
@@ -180,6 +187,14 @@ def query_stems(term: str) -> list[str]:
     return out
 
 
+def letters_only(token: str) -> bool:
+    """Whether a token is letters only, the marks a word holds counted with its letters:
+    str.isalpha() refuses "छुट्टी" and "ไม่", whose vowel signs and tone marks are marks."""
+    if token.isalpha() or token.isascii():
+        return token.isalpha()
+    return any(c.isalpha() for c in token) and all(c.isalpha() or c in IN_WORD_SET for c in token)
+
+
 def content_words(text: str) -> list[str]:
     """Tokens that are not stopwords, in order, without repeats."""
     seen: dict[str, None] = {}
@@ -200,7 +215,7 @@ def _starts_sentence(text: str, start: int) -> bool:
     non-word characters before it is the whole prefix, holds a newline, or holds
     sentence punctuation followed by a blank."""
     gap = start
-    while gap > 0 and not (text[gap - 1].isalnum() or text[gap - 1] == "_"):
+    while gap > 0 and not (text[gap - 1].isalnum() or text[gap - 1] == "_" or text[gap - 1] in IN_WORD_SET):
         gap -= 1
     between = text[gap:start]
     return gap == 0 or "\n" in between or _SENTENCE_END.search(between) is not None
@@ -212,14 +227,15 @@ def name_like(text: str) -> set[str]:
     rare word is an address only when it is a name; a rare ordinary word ("reimbursed") is
     one vote among many."""
     out: set[str] = set()
-    for m in _WORD.finditer(text):
+    for m in _TEXT_WORD.finditer(text):
         tok = m.group(0)
-        if (
+        folded = fold(tok)  # len(folded): a dropped diacritic is no letter ("A\u0301" is one)
+        if folded and (
             any(c.isdigit() for c in tok)
             or (any(c.isupper() for c in tok[1:]) and any(c.islower() for c in tok))
-            or (tok[0].isupper() and (tok.isupper() and len(tok) > 1 or not _starts_sentence(text, m.start())))
+            or (tok[0].isupper() and (tok.isupper() and len(folded) > 1 or not _starts_sentence(text, m.start())))
         ):
-            out.add(fold(tok))
+            out.add(folded)
     return out
 
 
@@ -227,8 +243,9 @@ def name_like(text: str) -> set[str]:
 # "experimental-mode", "std::fs", "src/main.rs". Searched as phrases of their tokens.
 # Tried only where a word starts (the lookbehind) and its first word never given back
 # (possessive): searched from every position inside a long word with no joiner, the plain
-# pattern was quadratic in that word (20,000 letters: 27 s).
-_JOINED = re.compile(r"(?<![^\W_])[^\W_]++(?:(?:[._/-]|::)+[^\W_]+)+")
+# pattern was quadratic in that word (20,000 letters: 27 s). A mark is a word character
+# (WORD_CHAR): "छुट्टी-नीति" is its two whole words, never a match from the middle of one.
+_JOINED = re.compile(rf"(?<![^\W_])(?<!{IN_WORD_CLASS}){WORD_CHAR}++(?:(?:[._/-]|::)+{WORD_CHAR}+)+")
 
 
 def joined_terms(text: str) -> list[tuple[str, ...]]:

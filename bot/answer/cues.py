@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from search.marks import IN_WORD_RANGES
 from search.text import STOPWORDS, words
 
 Test = Callable[[str], bool]
@@ -55,7 +56,8 @@ _HAS_PLACE = re.compile(
 )
 CODE = re.compile(r"`|\$ |--?[a-z][\w-]*|\w\(|\b[a-z]+_[a-z_]+\b|^\s*[a-z][\w.-]* [a-z-]+|[=<>|]{1,2}")
 _NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]+(?: [A-Z][a-z]+)+")
-_WORD = re.compile(r"\w+")
+# A word with the marks it holds (search.marks): a question's "छुट्टी" is masked whole.
+_WORD = re.compile(rf"[\w{IN_WORD_RANGES}]+")
 
 
 def cues(question: str) -> list[Test]:

@@ -14,6 +14,7 @@ import structlog
 from bot.answer.prompt import PROMPT_QUESTION_CHARS
 from bot.slack.emphasis import strip_emphasis
 from bot.slack.render import unescape
+from search.marks import IN_WORD_RANGES
 
 log = structlog.get_logger("citebot.slack")
 
@@ -66,16 +67,19 @@ _FILLER_END = re.compile(
     re.IGNORECASE,
 )
 # In a fenced block (a pasted log, config or trace) only identifier-like tokens are kept:
-# snake_case, dotted.names, CamelCase, ALL_CAPS, codes with digits, --flags.
+# snake_case, dotted.names, CamelCase, ALL_CAPS, codes with digits, --flags. A word
+# character is \w or a mark a word holds (search.marks): "user_नाम" is kept whole, not
+# as "user_न" (docs/decisions/0061-combining-marks-inside-words.md).
+_W = rf"[\w{IN_WORD_RANGES}]"
 _IDENTIFIER = re.compile(
-    r"--?[A-Za-z][\w-]+|[A-Za-z_][\w]*(?:[._:/-][A-Za-z_0-9][\w]*)+|[A-Za-z]+\d\w*|\d+[A-Za-z]\w*"
-    r"|[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*|[A-Z][A-Z0-9_]{1,}|\w+_\w+"
+    rf"--?[A-Za-z][\w{IN_WORD_RANGES}-]+|[A-Za-z_]{_W}*(?:[._:/-][A-Za-z_0-9]{_W}*)+|[A-Za-z]+\d{_W}*"
+    rf"|\d+[A-Za-z]{_W}*|[a-z]+[A-Z]{_W}*|[A-Z][a-z0-9]+[A-Z]{_W}*|[A-Z][A-Z0-9_]{{1,}}|{_W}+_{_W}+"
 )
 FENCE_IDENTIFIERS_MAX = 12
 # Identifiers are looked for inside runs of identifier characters only (no match crosses
 # one), and a run longer than this is no identifier (a pasted hash or base64 blob): read
 # whole, _IDENTIFIER's alternatives would try each start of a long run to its end.
-_IDENTIFIER_RUN = re.compile(r"[\w.:/-]+")
+_IDENTIFIER_RUN = re.compile(rf"[\w{IN_WORD_RANGES}.:/-]+")
 IDENTIFIER_MAX_CHARS = 80
 _WHY = re.compile(r"why(?:\s+(t-[0-9a-f]{6,32}))?\s*[?.!]?", re.IGNORECASE)
 _HELP_WORDS = {"", "help", "?", "-h", "--help"}
