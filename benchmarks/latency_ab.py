@@ -66,6 +66,8 @@ def worker() -> None:
     source = corpus.embedded_store(embedder)
     if hasattr(source, "build_postings"):  # a server's steady state (search/embedded_postings.py)
         source.build_postings()
+    if hasattr(source, "build_scan"):  # and its int8 dense scan (search/embedded_scan.py)
+        source.build_scan()
     try:  # an index per layout: the revision compared with may read only its own
         from search.elastic.mapping import INDEX_FORMAT
 

@@ -67,6 +67,7 @@ def stage_figures(samples: dict[str, list[float]]) -> dict[str, dict[str, float]
 def run(name: str, source, questions: list[str], glossary: Glossary,
         embedder: Embedder, reranker=None, stems_cost: bool = False) -> dict[str, Any]:
     source.build_postings()  # a server's steady state: built once the collection is quiet (search/embedded_postings.py)
+    source.build_scan()  # and the int8 dense scan, from a matrix's second read (search/embedded_scan.py)
     stores = {"embedded": source, "elasticsearch": corpus.elastic_copy(source, f"citebot-bench-{name}")}
     out: dict[str, Any] = {"corpus": name, "chunks": source.chunk_count(),
                            "questions": len(questions), "backends": {}}

@@ -98,6 +98,8 @@ class EmbeddedStore(DenseReads, LexicalReads, InstallRows):
         )
         self._matrix: tuple[int, np.ndarray, np.ndarray, list[str], list[str]] | None = None
         self._masks: dict[tuple[int, tuple[str, ...]], np.ndarray] = {}
+        self._scan = None
+        self._scan_reads = (None, 0)
         self._vocab_cache: dict[tuple[int, tuple[str, ...]], dict[tuple[int, int, str], list[str]]] = {}
         self._keeper = PostingsKeeper()
 

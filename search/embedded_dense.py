@@ -1,10 +1,16 @@
 """The embedded store's dense reads: every window's vector in one numpy matrix, read once
 per version of the collection, scanned exactly for a question's vector. A mixin of
 EmbeddedStore (search/embedded.py), which owns the connection, lock and caches.
+
+From the second read of a version on, a process that keeps reading it (serve, chat, eval)
+builds that matrix's int8 scan on a background thread (search/embedded_scan.py: the same
+result, about a third of the time); reads before it is in, and one-question commands, scan
+the floats.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -12,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from search import embedded_scan
 from search.errors import DimensionError
 from search.scope import Scope, limiting
 from search.types import Chunk, WindowScore
@@ -19,14 +26,22 @@ from search.types import Chunk, WindowScore
 if TYPE_CHECKING:
     from search.types import ModelStamp
 
+log = logging.getLogger("citebot.search")
+
+_Matrix = tuple[int, np.ndarray, np.ndarray, list[str], list[str]]
+
 
 class DenseReads:
     """The vector matrix, its scope masks, the exact scan and window scores."""
 
     _db: sqlite3.Connection
     _lock: threading.RLock
-    _matrix: tuple[int, np.ndarray, np.ndarray, list[str], list[str]] | None
+    _matrix: _Matrix | None
     _masks: dict[tuple[int, tuple[str, ...]], np.ndarray]
+    # The int8 scan of one matrix (that tuple itself: a write of this store reloads the matrix
+    # under the same data_version), and how often that matrix was read before it was asked for.
+    _scan: tuple[_Matrix, embedded_scan.Int8Scan | None] | None
+    _scan_reads: tuple[_Matrix | None, int]
 
     if TYPE_CHECKING:  # EmbeddedStore's
 
@@ -81,10 +96,14 @@ class DenseReads:
         with self._lock:
             matrix, owner, ids, sources = self._vectors()
             mask = self._scope_mask(scope, sources) if scope is not None and ids else None
+            scan = self._int8_scan()
         if not ids:
             return []
         if vector.shape != (matrix.shape[1],):
             raise DimensionError(f"query vector has width {vector.shape}, the store holds {matrix.shape[1]}")
+        found = scan.top(vector, k, mask) if scan is not None else None
+        if found is not None:
+            return [(ids[i], float(score)) for i, score in zip(found[0], found[1], strict=True)]
         scores = matrix @ vector.astype(np.float32)
         best = np.full(len(ids), -np.inf, dtype=np.float32)
         np.maximum.at(best, owner, scores)
@@ -99,6 +118,40 @@ class DenseReads:
         else:
             top = np.argsort(-best, kind="stable")[:k]
         return [(ids[i], float(best[i])) for i in top]
+
+    def _int8_scan(self) -> embedded_scan.Int8Scan | None:
+        """The current matrix's int8 scan when it is built; from its second read on, starts
+        the build on a thread. Called under the store's lock, after _vectors."""
+        current = self._matrix
+        if current is None:
+            return None
+        if self._scan is not None and self._scan[0] is current:
+            return self._scan[1]
+        reads = self._scan_reads[1] + 1 if self._scan_reads[0] is current else 1
+        self._scan_reads = (current, reads)
+        if reads == 2:
+            try:
+                threading.Thread(
+                    target=self._build_scan, args=(current,), name="citebot-int8-scan", daemon=True
+                ).start()
+            except RuntimeError as exc:  # no thread to be had: the float scan goes on answering
+                log.warning("the int8 dense scan's build did not start: %s", exc)
+        return None
+
+    def _build_scan(self, current: _Matrix) -> None:
+        _, matrix, owner, ids, _ = current
+        scan = embedded_scan.build(matrix, owner, len(ids))  # a failure is logged there and gives None
+        with self._lock:
+            self._scan = (current, scan)
+
+    def build_scan(self) -> None:
+        """Build the int8 scan of the collection as it is now, at once (a benchmark measures a
+        server's steady state with it, as with build_postings)."""
+        with self._lock:
+            self._vectors()
+            current = self._matrix
+        if current is not None:
+            self._build_scan(current)
 
     def window_scores(self, vector: np.ndarray, chunk_ids: Sequence[str]) -> dict[str, list[WindowScore]]:
         if not chunk_ids:
