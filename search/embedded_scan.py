@@ -11,8 +11,10 @@ Each window's int8 score differs from its exact cosine by at most a bound known 
 norm kept per window, the question's computed per question). A chunk whose best upper bound
 is below the k-th best lower bound cannot be among the first k, so only the others are scored,
 in float64 from their float vectors, and ranked as the exact scan ranks (the stable sort, ties
-in chunk order). On the benchmark's questions 63 chunks of 10,129 (237 windows) are left for
-k=30 (docs/decisions/0066-int8-dense-scan.md).
+in chunk order). That is the scan in float64: the float32 product can swap two chunks whose
+cosines differ by less than its rounding (about 1e-7), which this does not. On the
+benchmark's questions 63 chunks of 10,129 (237 windows) are left for k=30
+(docs/decisions/0066-int8-dense-scan.md).
 """
 
 from __future__ import annotations
