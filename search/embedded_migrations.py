@@ -294,8 +294,9 @@ def m013_stems_of_older_writers(db: sqlite3.Connection) -> None:
     )
 
 
-# The tables a search reads (the FTS5 tables are virtual and take no triggers: every write
-# to them comes with one to chunks or, for stems rewritten, a delete from the stems lists).
+# The tables a search reads, whose writes move the content version (the FTS5 tables are
+# virtual and take no triggers: every write to them comes with one to chunks or, for stems
+# rewritten, a delete from the stems lists; docs/decisions/0064-collection-content-version.md).
 CONTENT_TABLES = ("documents", "chunks", "windows")
 STEMS_LISTS = ("stems_pending", "stems_unchecked")
 BUMP = "UPDATE meta SET value = value + 1 WHERE key = 'content_version'"
