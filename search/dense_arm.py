@@ -11,7 +11,7 @@ What the worker touches, and why that is safe from a second thread: the encoder,
 concurrent Slack turns already call from their own threads (the Embedder takes a lock
 around its model call); the store's `dense`, which the embedded store runs under its lock
 (every SQLite statement does: search/embedded_connection.py, SerialConnection; `dense`
-reads `PRAGMA data_version` there, its scope mask is Python), and which on Elasticsearch is
+reads the collection's version there, its scope mask is Python), and which on Elasticsearch is
 one request on the client's thread-safe connection pool. (So a caller must not hold the
 embedded store's lock while it retrieves: the worker would wait for it, and it for the worker.)
 

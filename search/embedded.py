@@ -96,12 +96,34 @@ class EmbeddedStore(DenseReads, LexicalReads, InstallRows):
         self._db.execute(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_instances USING fts5vocab(main, chunks_fts, 'instance')"
         )
+        self._content: tuple[int, int] | None = None  # (data_version, content version) last read
         self._matrix: tuple[int, np.ndarray, np.ndarray, list[str], list[str]] | None = None
         self._masks: dict[tuple[int, tuple[str, ...]], np.ndarray] = {}
         self._scan = None
         self._scan_reads = (None, 0)
         self._vocab_cache: dict[tuple[int, tuple[str, ...]], dict[tuple[int, int, str], list[str]]] = {}
         self._keeper = PostingsKeeper()
+
+    def _collection_version(self) -> int:
+        """The collection's content version, which the caches (vector matrix, scope masks,
+        postings, spelling index) are keyed on: m014's counter, which only writes to what a
+        search reads move (search/embedded_migrations.py). Read again only when another
+        connection has committed (PRAGMA data_version moved), so a turn or feedback written
+        beside a server costs one read of it, not a reload
+        (docs/decisions/0064-collection-content-version.md)."""
+        with self._lock:
+            moved = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+            if self._content is None or self._content[0] != moved:
+                row = self._db.execute("SELECT value FROM meta WHERE key = 'content_version'").fetchone()
+                # Without the counter (its row deleted by hand) every commit counts, as before it.
+                self._content = (moved, int(row[0]) if row else -1 - moved)
+            return self._content[1]
+
+    def _collection_written(self) -> None:
+        """This store wrote the collection (its own commits leave data_version as it is)."""
+        self._content = None
+        self._matrix = None
+        self._lexical_changed()
 
     # -- stamp ----------------------------------------------------------------------------
     def stamp(self) -> ModelStamp | None:
@@ -194,8 +216,7 @@ class EmbeddedStore(DenseReads, LexicalReads, InstallRows):
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            self._matrix = None
-            self._lexical_changed()
+            self._collection_written()
 
     def _delete_source(self, source: str) -> None:
         ids = [
@@ -220,8 +241,7 @@ class EmbeddedStore(DenseReads, LexicalReads, InstallRows):
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            self._matrix = None
-            self._lexical_changed()
+            self._collection_written()
 
     def _drop_stats(self) -> None:
         """Statistics describe the collection they were measured on: a write ends them."""

@@ -47,10 +47,13 @@ class DenseReads:
 
         def stamp(self) -> ModelStamp | None: ...
 
+        def _collection_version(self) -> int: ...
+
     def _vectors(self) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
         with self._lock:
-            # data_version moves when another process commits (an ingest beside a server).
-            version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+            # Moved by any write to the collection, this process's or another's (an ingest
+            # beside a server), not by a turn or feedback (search/embedded.py).
+            version = self._collection_version()
             if self._matrix is None or self._matrix[0] != version:
                 stamp = self.stamp()
                 dims = stamp.dims if stamp else 0

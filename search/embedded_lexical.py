@@ -56,6 +56,8 @@ class LexicalReads:
 
         def chunk_count(self, *, scope: Scope | None = None) -> int: ...
 
+        def _collection_version(self) -> int: ...
+
         @staticmethod
         def _chunk(row: tuple) -> Chunk: ...
 
@@ -116,9 +118,7 @@ class LexicalReads:
     def _postings(self) -> Postings | None:
         """The postings of the collection as it is now, or None (FTS5 answers); may start
         their build on a background thread (search/embedded_postings.py)."""
-        with self._lock:
-            version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
-        return self._keeper.for_read(version, self._build_postings_later)
+        return self._keeper.for_read(self._collection_version(), self._build_postings_later)
 
     def _build_postings_later(self, version: tuple[int, int]) -> None:
         threading.Thread(target=self.build_postings, args=(version[1],), name="citebot-postings", daemon=True).start()
@@ -129,9 +129,9 @@ class LexicalReads:
         keeper = self._keeper
         postings = None
         try:
-            data_version, rows, sources = self._read_for_postings()
+            version, rows, sources = self._read_for_postings()
             generation = keeper.generation if generation is None else generation
-            postings = Postings((data_version, generation), rows, sources, HEADING_WEIGHT)
+            postings = Postings((version, generation), rows, sources, HEADING_WEIGHT)
         except Exception as exc:  # noqa: BLE001 - a daemon thread: nothing may escape it; FTS5 answers
             log.warning("the lexical postings were not built (FTS5 goes on answering): %s", exc)
         finally:
@@ -143,7 +143,7 @@ class LexicalReads:
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+                version = self._collection_version()
                 rows = {
                     t: list(self._db.execute(f"SELECT id, c0, c1 FROM {t}_content")) for t in embedded_postings.TABLES
                 }
@@ -219,8 +219,7 @@ class LexicalReads:
         """The vocabulary's words by (length, 0, first letter) and (length, 1, second letter)."""
         scope = limiting(scope)
         with self._lock:
-            version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
-            key = (version, scope.key if scope is not None else ())
+            key = (self._collection_version(), scope.key if scope is not None else ())
             if key not in self._vocab_cache:
                 if len(self._vocab_cache) >= VOCAB_CACHE_SCOPES:
                     self._vocab_cache.clear()

@@ -3,7 +3,7 @@
 `migrate()` runs the steps a store has not had yet, each in its own transaction, and
 records them in `_migrations`; `write_pending_stems()` writes the stems of chunks an older
 citebot stored without them (m006), cut otherwise (m011, m012) or wrote after an upgrade
-(m013). A new schema step is a new `@migration` function appended at the end; steps
+(m013). m014 counts the writes to the collection (the caches' key). A new schema step is a new `@migration` function appended at the end; steps
 already shipped are never edited.
 """
 
@@ -166,6 +166,9 @@ def migrate(db: sqlite3.Connection, lock: threading.RLock) -> None:
                 if db.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone() is None:
                     step(db)
                     db.execute("INSERT INTO _migrations VALUES (?)", (name,))
+                    # A step may rewrite what a search reads: it counts as a write (m014's counter).
+                    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
+                        db.execute(BUMP)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -289,6 +292,31 @@ def m013_stems_of_older_writers(db: sqlite3.Connection) -> None:
         "CREATE TRIGGER chunks_stems_unchecked_delete AFTER DELETE ON chunks BEGIN"
         " DELETE FROM stems_unchecked WHERE chunk_rowid = old.id; END"
     )
+
+
+# The tables a search reads, whose writes move the content version (the FTS5 tables are
+# virtual and take no triggers: every write to them comes with one to chunks or, for stems
+# rewritten, a delete from the stems lists; docs/decisions/0064-collection-content-version.md).
+CONTENT_TABLES = ("documents", "chunks", "windows")
+STEMS_LISTS = ("stems_pending", "stems_unchecked")
+BUMP = "UPDATE meta SET value = value + 1 WHERE key = 'content_version'"
+
+
+@migration
+def m014_content_version(db: sqlite3.Connection) -> None:
+    """The collection's content version: a counter in `meta` that every write to what a
+    search reads moves, whoever writes (an older citebot after a downgrade too), and that a
+    turn, feedback or Slack installation leaves as it is. The store keys its caches on it
+    rather than on SQLite's data_version, which any commit moves
+    (docs/decisions/0064-collection-content-version.md)."""
+    db.execute("INSERT OR IGNORE INTO meta VALUES ('content_version', '0')")
+    for table in CONTENT_TABLES:
+        for event in ("INSERT", "UPDATE", "DELETE"):
+            db.execute(
+                f"CREATE TRIGGER content_version_{table}_{event.lower()} AFTER {event} ON {table} BEGIN {BUMP}; END"
+            )
+    for table in STEMS_LISTS:
+        db.execute(f"CREATE TRIGGER content_version_{table}_delete AFTER DELETE ON {table} BEGIN {BUMP}; END")
 
 
 def _has_mark(text: str) -> bool:

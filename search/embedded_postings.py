@@ -10,8 +10,8 @@ single words with FTS5's bm25 in numpy: 0.56 ms p50, the same rows in the same o
 the same scores (docs/decisions/0058-lexical-postings-in-memory.md). Phrases, a stem that
 is a phrase, and every read before the postings are built stay with FTS5.
 
-When: a lexical read notes the collection's version (SQLite's data_version, and this
-store's own writes); once a version has been seen for SETTLE_S, the next read starts one
+When: a lexical read notes the collection's version (its content version, which a turn
+or feedback leaves as it is: search/embedded.py, and this store's own writes); once a version has been seen for SETTLE_S, the next read starts one
 build on a background thread, and reads use FTS5 until it is in. A one-question command
 (`citebot ask`) never builds; `serve`, `chat` and `eval` do, once the collection is quiet.
 """
@@ -128,10 +128,10 @@ class PostingsKeeper:
             self.built = None
             self._seen = None
 
-    def for_read(self, data_version: int, start: Callable[[tuple[int, int]], None]) -> Postings | None:
+    def for_read(self, content_version: int, start: Callable[[tuple[int, int]], None]) -> Postings | None:
         """The postings of this version, or None (FTS5 answers); starts a build when the
         version has been seen for SETTLE_S."""
-        version = (data_version, self.generation)
+        version = (content_version, self.generation)
         with self._lock:
             if self.built is not None and self.built.version == version:
                 return self.built

@@ -111,7 +111,7 @@ def test_a_read_uses_the_postings_only_once_built_for_the_version_it_reads(store
     assert store._keeper.built is None
     assert [c for c, _ in store.lexical(LexicalQuery((WeightedTerms(("zebra",)),)), 5)] == [doc[1][0].chunk_id]
 
-    # Another process writes (data_version moves): the postings built before are not read.
+    # Another process writes the collection (its content version moves): the postings built before are not read.
     store.build_postings()
     assert store._keeper.built is not None
     other = EmbeddedStore(tmp_path / "store")
