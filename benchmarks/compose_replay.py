@@ -8,11 +8,17 @@ whose passages hold a label, how many had one quoted (bot/evaluate.py `overlaps`
 judge answers.py uses). With --show, each miss is printed: the label, and what was quoted.
 
     .venv/bin/python -m benchmarks.compose_replay --collections git,sqlite [--split dev]
-        [--show] [--words-only] [--shortlist N] [--no-windows]
+        [--show] [--words-only] [--shortlist N] [--no-windows] [--model DIR]
+        [--dense-weight 0.6] [--window-weight 0.3]
 
 The store is CITEBOT_QUALITY_CACHE/<name>-store (as answers.py); the passages are cached
-in /tmp/citebot-replay/<name>-<hash of the store path and its .code stamp>.pkl,
-and the sentence vectors in /tmp/citebot-replay/vectors.pkl (the same text, the same vector).
+in CITEBOT_REPLAY_CACHE (default /tmp/citebot-replay) as <name>-<hash of the store path and
+its .code stamp>.pkl, and the sentence vectors in vectors.pkl beside them (the same text,
+the same vector).
+--model DIR reads the stores quality.py built with `--model DIR` (<name>-<folder>-store),
+retrieves and embeds with that model, and keeps its vectors in vectors-<folder>.pkl.
+--dense-weight and --window-weight replace compose.py's DENSE_WEIGHT and WINDOW_WEIGHT
+for the run (the cosine terms of a sentence's score).
 """
 
 from __future__ import annotations
@@ -29,24 +35,25 @@ from benchmarks.answers import targets
 from bot.answer.compose import SHORTLIST, ExtractiveComposer
 from bot.evaluate import load_items, overlaps
 
-CACHE = Path("/tmp/citebot-replay")
+CACHE = Path(os.environ.get("CITEBOT_REPLAY_CACHE", "/tmp/citebot-replay"))
 CACHE_FORMAT = 2
 
 
-def frozen_passages(t, items) -> dict[str, tuple]:
+def frozen_passages(t, items, store: Path | None = None) -> dict[str, tuple]:
     """Per item id: (question, passages, expansions), retrieved once and cached (items not
-    in the cache yet are retrieved and added)."""
-    code = t.store.with_name(t.store.name + ".code")
+    in the cache yet are retrieved and added). `store`: another store than the target's."""
+    store = store or t.store
+    code = store.with_name(store.name + ".code")
     # The cache's own format is in the stamp: passages cached before they carried their
     # window scores (CACHE_FORMAT 1) are not taken for today's.
-    stamp = hashlib.sha256(f"{CACHE_FORMAT}:{t.store}:{code.read_text() if code.exists() else ''}"
+    stamp = hashlib.sha256(f"{CACHE_FORMAT}:{store}:{code.read_text() if code.exists() else ''}"
                            .encode()).hexdigest()[:12]
     path = CACHE / f"{t.name}-{stamp}.pkl"
     out = pickle.loads(path.read_bytes()) if path.exists() else {}
     missing = [i for i in items if i.id not in out]
     if not missing:
         return out
-    os.environ["CITEBOT_STORE"] = str(t.store)
+    os.environ["CITEBOT_STORE"] = str(store)
     os.environ.pop("CITEBOT_ES_URL", None)
     if t.glossary:
         os.environ["CITEBOT_GLOSSARY"] = str(t.glossary)
@@ -108,18 +115,31 @@ def main() -> int:
     ap.add_argument("--words-only", action="store_true", help="no embedding (the floor)")
     ap.add_argument("--no-windows", action="store_true",
                     help="passages without their window scores (compose.py WINDOW_WEIGHT off)")
+    ap.add_argument("--model", type=Path, help="embedding model folder of quality.py --model; default: bundled")
+    ap.add_argument("--dense-weight", type=float, help="compose.py DENSE_WEIGHT for this run")
+    ap.add_argument("--window-weight", type=float, help="compose.py WINDOW_WEIGHT for this run")
     args = ap.parse_args()
+    from bot.answer import compose
+
+    if args.dense_weight is not None:
+        compose.DENSE_WEIGHT = args.dense_weight
+    if args.window_weight is not None:
+        compose.WINDOW_WEIGHT = args.window_weight
+    model = args.model.expanduser().resolve() if args.model else None
+    if model:
+        os.environ["CITEBOT_MODEL_DIR"] = str(model)
     encode = None
     if not args.words_only:
         from bot.settings import load_settings
         from bot.wiring import Components
 
-        encode = CachedEncoder(Components(load_settings()).embedder.encode_texts, CACHE / "vectors.pkl")
+        encode = CachedEncoder(Components(load_settings()).embedder.encode_texts,
+                               CACHE / (f"vectors-{model.name}.pkl" if model else "vectors.pkl"))
     composer = ExtractiveComposer(encode, shortlist=args.shortlist)
     total_given = total_quoted = 0
     for t in targets(args.collections.split(",")):
         items = [i for i in load_items(t.questions, split=args.split) if i.answerable]
-        frozen = frozen_passages(t, items)
+        frozen = frozen_passages(t, items, t.store.with_name(f"{t.name}-{model.name}-store") if model else None)
         given = quoted = 0
         for item in items:
             if item.id not in frozen:

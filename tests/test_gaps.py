@@ -253,6 +253,60 @@ def test_the_thumbs_down_value_is_the_one_the_report_counts():
     assert DOWN_VOTES == {FEEDBACK_VALUES[ACTION_FEEDBACK_DOWN]}
 
 
+def _stamped_turns(directory: Path, stamp, questions, vectors) -> EmbeddedStore:
+    """A store stamped for `stamp`'s model, its turn log holding one refused turn a question,
+    each with the vector its retrieval searched with."""
+    from bot.answer.record import pack_vector
+
+    store = EmbeddedStore(directory)
+    store.open_for(stamp)
+    for i, (question, vector) in enumerate(zip(questions, vectors, strict=True)):
+        at = (END - timedelta(days=1 + i % 20)).isoformat()
+        store.put_turn(f"t-model{i:03d}", at, {"turn_id": f"t-model{i:03d}", "created_at": at, "question": question,
+                                               "refused": True, "question_vector": pack_vector(vector)})
+    return store
+
+
+def test_each_embedding_model_clusters_at_its_own_threshold(tmp_path, embedder):
+    """The report clusters at the threshold of the store's model (its index stamp): the
+    sample questions, one fact each, encoded by the real MiniLM and stamped as MiniLM, as
+    all-mpnet-base-v2 (no mpnet weights needed: the vectors are recorded) and as a model
+    without a threshold of its own."""
+    from dataclasses import replace
+
+    from bot.owners.cluster import THRESHOLD, THRESHOLD_BY_MODEL, threshold_for
+    from ingest.embedder import KNOWN_MODELS, MODEL_NAME
+
+    mpnet = KNOWN_MODELS["78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"]
+    assert set(THRESHOLD_BY_MODEL) <= set(KNOWN_MODELS.values())
+    assert threshold_for(MODEL_NAME) == THRESHOLD == 0.45
+    assert threshold_for("some/other-model") == threshold_for(None) == THRESHOLD
+    assert threshold_for(mpnet) == THRESHOLD_BY_MODEL[mpnet] > THRESHOLD
+    rows = [json.loads(line) for line in (HANDBOOK.parent / "questions.jsonl").read_text().splitlines() if line]
+    questions = [r["question"] for r in rows]
+    vectors = embedder.encode_texts(questions)
+
+    def never(texts):
+        raise AssertionError(f"encoded {len(texts)} questions: every turn recorded its vector")
+
+    topics = {}
+    for name in (MODEL_NAME, mpnet, "some/other-model"):
+        stamp = replace(embedder.stamp, name=name)
+        store = _stamped_turns(tmp_path / name.replace("/", "-"), stamp, questions, vectors)
+        report = build_report(store, store, never, period=MONTH, now=END, dims=stamp.dims)
+        topics[name] = sorted(sorted(t["_turn_ids"]) for t in report["topics"])
+        assert sum(len(t) for t in topics[name]) == len(questions)
+        if name == MODEL_NAME:  # the same store at mpnet's threshold, asked for explicitly
+            at_mpnet = build_report(store, store, never, period=MONTH, now=END, dims=stamp.dims,
+                                    threshold=THRESHOLD_BY_MODEL[mpnet])
+            at_mpnet_topics = sorted(sorted(t["_turn_ids"]) for t in at_mpnet["topics"])
+        store.close()
+    assert topics["some/other-model"] == topics[MODEL_NAME]
+    assert topics[mpnet] == at_mpnet_topics
+    # a higher threshold merges fewer of these distinct facts: more topics
+    assert len(topics[mpnet]) > len(topics[MODEL_NAME])
+
+
 # -- Elasticsearch and Redis ----------------------------------------------------------------
 @pytest.mark.elasticsearch
 @pytest.mark.redis

@@ -10,18 +10,28 @@ Three passes, each deterministic for a given order of the vectors:
    components), so a fact asked in two wordings that the leader pass split is one topic.
 
 O(n·k) for n questions and k topics; no n×n matrix. The threshold and why:
-docs/decisions/0036-gaps-report.md.
+docs/decisions/0036-gaps-report.md; each encoder's own: 0065-model-tied-constants.md.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-# Cosine at which two questions ask the same thing, for the MiniLM encoder citebot uses:
-# set on the labelled paraphrase groups of examples/gap-questions.jsonl
+# Cosine at which two questions ask the same thing, for all-MiniLM-L6-v2 (the default
+# encoder): set on the labelled paraphrase groups of examples/gap-questions.jsonl
 # (docs/decisions/0036-gaps-report.md).
 THRESHOLD = 0.45
+# all-mpnet-base-v2's questions give the right topics on a narrower band (0.39-0.58, MiniLM
+# 0.31-0.64); 0.48 is its middle and merges distinct facts as often as MiniLM does at 0.45
+# (docs/decisions/0065-model-tied-constants.md).
+THRESHOLD_BY_MODEL = {"sentence-transformers/all-mpnet-base-v2": 0.48}
 REFINE_ROUNDS = 2
+
+
+def threshold_for(model: str | None) -> float:
+    """The threshold for vectors of this embedding model (the index stamp's name); a model
+    without one of its own, or none known, gets all-MiniLM-L6-v2's."""
+    return THRESHOLD_BY_MODEL.get(model or "", THRESHOLD)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

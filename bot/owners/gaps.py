@@ -3,7 +3,8 @@ people who own the documents (`citebot gaps`; the JSON contract is in docs/contr
 
 From the turn log of the period (and of the period of the same length before it, for the
 change): the turns with an outcome (bot/owners/outcome.py) are grouped by their question
-into topics (bot/owners/cluster.py, with the encoder citebot retrieves with). Each topic
+into topics (bot/owners/cluster.py, with the encoder citebot retrieves with, at the
+threshold of the store's model: cluster.threshold_for). Each topic
 says how many questions, askers and channels, three example questions verbatim (those
 nearest the topic's centre), the documents and headings nearest to it (from the turns'
 recorded passages and candidates: where an owner would write the answer), and the change
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from bot.answer.record import unpack_vector
-from bot.owners.cluster import THRESHOLD, cluster
+from bot.owners.cluster import cluster, threshold_for
 from bot.owners.outcome import outcome_of
 from bot.owners.stale import stale_citations
 from search.scope import Scope
@@ -142,11 +143,15 @@ def build_report(
     scope_of: ScopeOf = lambda _c: None,
     with_users: bool = False,
     now: datetime | None = None,
-    threshold: float = THRESHOLD,
+    threshold: float | None = None,
     dims: int | None = None,
 ) -> dict[str, Any]:
     """The report: the JSON contract's fields (contract() keeps only those), the period and
-    each topic's turn ids ("_turn_ids")."""
+    each topic's turn ids ("_turn_ids"). The questions are clustered at `threshold`, by
+    default the one of the model the store was built with (its index stamp)."""
+    if threshold is None:
+        stamp = store.stamp()
+        threshold = threshold_for(stamp.name if stamp else None)
     now = now or datetime.now(UTC)
     since = now - period
     records = [

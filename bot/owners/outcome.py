@@ -27,7 +27,8 @@ DOWN_VOTES = frozenset({"not_helpful"})
 # Weak evidence: the gate's own signals with a margin above its refusal line
 # (bot/answer/gate.py: z 0.0, best coverage 0.35): a passage barely closer than random
 # words and holding under half of the question's word weight, nothing addressed by name
-# (docs/decisions/0036-gaps-report.md).
+# (docs/decisions/0036-gaps-report.md). all-mpnet-base-v2's gate edge is 0.5; 1.0 still
+# flags every gap turn its gate lets through (docs/decisions/0065-model-tied-constants.md).
 WEAK_Z_MAX = 1.0
 WEAK_BEST_COVERAGE_MAX = 0.5
 WEAK_DENSE_MAX_UNCALIBRATED = 0.45
