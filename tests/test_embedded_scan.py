@@ -2,10 +2,11 @@
 order as the exact float scan, ties, scopes, zero vectors and every k included, the bound held
 at any norm and thousands of random small cases; the integer sums exact where 8-bit weights
 would overflow the u8 x s8 kernel; its ONNX model valid; and in the store, built from a
-matrix's second read, never used for another matrix."""
+matrix's second read, never used for another matrix, nor hiding a newer matrix's."""
 
 from __future__ import annotations
 
+import tempfile
 import time
 
 import numpy as np
@@ -279,5 +280,50 @@ def test_the_store_builds_the_scan_from_a_matrixs_second_read_and_answers_alike(
     store.replace_document(record, chunks, windows)
     first = store.dense(questions[2], 3)
     assert first[0][0] == "late0-0"
-    assert store._scan is built and store._scan[0] is not store._matrix
+    assert store._scan is None and built[0] is not store._matrix  # the old scan let go
+    store.close()
+
+
+def _small_store(path, rng: np.random.Generator, monkeypatch) -> EmbeddedStore:
+    monkeypatch.setattr(embedded_scan, "MIN_WINDOWS", 100)
+    store = EmbeddedStore(path)
+    store.open_for(STAMP)
+    for doc in _documents(rng, 10, 10, "doc"):  # 100 chunks, 200 windows
+        store.replace_document(*doc)
+    return store
+
+
+def test_a_build_that_ends_after_a_write_never_takes_the_new_matrixs_place(tmp_path, monkeypatch):
+    rng = np.random.default_rng(10)
+    store = _small_store(tmp_path / "store", rng, monkeypatch)
+    v = rng.standard_normal(16).astype(np.float32)
+    store.dense(v, 5)
+    store.dense(v, 5)
+    _wait_for_scan(store)
+    old = store._matrix
+    store.replace_document(*_documents(rng, 1, 2, "late")[0])
+    store.dense(v, 5)
+    store.dense(v, 5)
+    _wait_for_scan(store)
+    new = store._scan
+    assert new is not None and isinstance(new[1], embedded_scan.Int8Scan)
+    assert old is not None
+    store._build_scan(old)  # the old matrix's build, ending only now
+    assert store._scan is new
+    store.close()
+
+
+def test_a_scan_that_cannot_be_built_is_logged_once_and_the_float_scan_answers(tmp_path, monkeypatch, caplog):
+    rng = np.random.default_rng(11)
+    store = _small_store(tmp_path / "store", rng, monkeypatch)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-folder"))  # no temporary folder
+    v = rng.standard_normal(16).astype(np.float32)
+    first = store.dense(v, 5)
+    store.dense(v, 5)
+    _wait_for_scan(store)
+    assert store._scan is not None and store._scan[1] is None
+    answers = [store.dense(v, 5) for _ in range(5)]
+    assert answers == [first] * 5
+    warned = [r for r in caplog.records if "int8 dense scan not built" in r.getMessage()]
+    assert len(warned) == 1 and "no-such-folder" in warned[0].getMessage()
     store.close()
