@@ -128,8 +128,10 @@ class DenseReads:
         current = self._matrix
         if current is None:
             return None
-        if self._scan is not None and self._scan[0] is current:
-            return self._scan[1]
+        if self._scan is not None:
+            if self._scan[0] is current:
+                return self._scan[1]
+            self._scan = None  # an earlier matrix's: its memory is let go now, not at the next build
         reads = self._scan_reads[1] + 1 if self._scan_reads[0] is current else 1
         self._scan_reads = (current, reads)
         if reads == 2:
@@ -145,7 +147,8 @@ class DenseReads:
         _, matrix, owner, ids, _ = current
         scan = embedded_scan.build(matrix, owner, len(ids))  # a failure is logged there and gives None
         with self._lock:
-            self._scan = (current, scan)
+            if current is self._matrix:  # a build that ends after a write would hide the new matrix's
+                self._scan = (current, scan)
 
     def build_scan(self) -> None:
         """Build the int8 scan of the collection as it is now, at once (a benchmark measures a

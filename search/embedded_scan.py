@@ -32,13 +32,19 @@ log = logging.getLogger("citebot.search")
 # (docs/decisions/0066-int8-dense-scan.md: 8-bit weights gave wrong sums, 7-bit none).
 WEIGHT_MAX = 63
 QUERY_MAX = 127
-# Slack added to every bound for float32 rounding in the scores and bounds themselves
-# (their errors are about 1e-7; a cosine is at most 1).
+# The bounds are summed in float64 (their own rounding about 1e-16 of |w| |v|). This share of
+# |w| |v| is added to every bound, at any norm, for the rounding of the exact scores (float64,
+# then float32: 6e-8 of a score), and float32's smallest step for scores near 0: two chunks kept
+# apart by the bounds never tie in float32. For unit vectors it is the 1e-4 measured with
+# (docs/decisions/0066-int8-dense-scan.md).
 ROUNDING_SLACK = 1e-4
+_TINY = float(np.finfo(np.float32).smallest_subnormal)
+# A question whose scores could pass float32's largest value is left to the float scan.
+_HUGE = float(np.finfo(np.float32).max) / 2
 # Below this many windows the float scan is as fast (0.3 ms at 4,096 windows, where the int8
 # scan's fixed cost and exact step take 0.5; docs/decisions/0066-int8-dense-scan.md).
 MIN_WINDOWS = 8192
-# Rows rounded at a time when the scan is built (float32 working copies of this many rows).
+# Rows rounded at a time when the scan is built (float32 and float64 working copies of this many rows).
 _BLOCK = 8192
 
 
@@ -54,19 +60,20 @@ class Int8Scan:
         rows, dims = matrix.shape
         self.matrix, self.owner, self.chunks = matrix, owner, chunks
         self.scale = np.empty(rows, dtype=np.float32)
-        self.error = np.empty(rows, dtype=np.float32)  # |window - its int8 copy|
-        self.norm = np.empty(rows, dtype=np.float32)  # |its int8 copy|
+        self.error = np.empty(rows, dtype=np.float64)  # |window - its int8 copy|
+        self.norm = np.empty(rows, dtype=np.float64)  # |its int8 copy|
         rounded = np.empty((rows, dims), dtype=np.int8)
         for start in range(0, rows, _BLOCK):
             block = matrix[start : start + _BLOCK]
             scale = np.abs(block).max(axis=1) / np.float32(WEIGHT_MAX)
             scale[~(scale > 0)] = 1.0
             steps = np.clip(np.rint(block / scale[:, None]), -WEIGHT_MAX, WEIGHT_MAX)
-            copy = steps * scale[:, None]
+            copy = steps * scale.astype(np.float64)[:, None]  # exact: the copy the int8 score stands for
             rounded[start : start + len(block)] = steps
             self.scale[start : start + len(block)] = scale
             self.error[start : start + len(block)] = np.linalg.norm(block - copy, axis=1)
             self.norm[start : start + len(block)] = np.linalg.norm(copy, axis=1)
+        self.reach = float((self.norm + self.error).max(initial=0.0))  # no window is longer
         weights = np.ascontiguousarray(rounded.T)
         del rounded
         model = _model(weights)
@@ -86,9 +93,9 @@ class Int8Scan:
     def top(self, vector: np.ndarray, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
         """The exact scan's first k chunks (indices, float32 scores), best first, of those
         `allowed` (a mask over chunks; None: all); None for a question vector that is not
-        finite (the float scan then decides)."""
+        finite, or whose scores could overflow float32 (the float scan then decides)."""
         v = vector.astype(np.float32)
-        if not np.isfinite(v).all():
+        if not np.isfinite(v).all() or float(np.linalg.norm(v.astype(np.float64))) * self.reach > _HUGE:
             return None
         if k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
@@ -107,21 +114,28 @@ class Int8Scan:
         keep = np.ones(self.chunks, dtype=bool) if allowed is None else allowed.copy()
         if k >= int(keep.sum()):
             return keep
-        peak = float(np.abs(v).max())
-        step = peak / QUERY_MAX if peak > 0 else 1.0
-        rounded = np.rint(v.astype(np.float64) / step)
-        query_error = float(np.linalg.norm(v.astype(np.float64) - rounded * step))
-        dots = self._session.run(None, {"q": (rounded + 128).astype(np.uint8)[None, :]})[0][0]
-        approx = dots.astype(np.float32) * (self.scale * np.float32(step))
-        slack = self.error * np.float32(np.linalg.norm(v)) + self.norm * np.float32(query_error)
-        slack += np.float32(ROUNDING_SLACK)
-        upper = np.full(self.chunks, -np.inf, dtype=np.float32)
-        lower = np.full(self.chunks, -np.inf, dtype=np.float32)
+        approx, slack = self.bounds(v)
+        upper = np.full(self.chunks, -np.inf)
+        lower = np.full(self.chunks, -np.inf)
         np.maximum.at(upper, self.owner, approx + slack)
         np.maximum.at(lower, self.owner, approx - slack)
         lower[~keep] = -np.inf
         keep &= upper >= np.partition(lower, self.chunks - k)[self.chunks - k]
         return keep
+
+    def bounds(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each window's int8 score for the finite question vector `v` and how far its exact
+        score can be from it (float64)."""
+        v64 = v.astype(np.float64)
+        peak = float(np.abs(v64).max())
+        step = peak / QUERY_MAX if peak > 0 else 1.0
+        rounded = np.rint(v64 / step)
+        query_error = float(np.linalg.norm(v64 - rounded * step))
+        length = float(np.linalg.norm(v64))
+        dots = self._session.run(None, {"q": (rounded + 128).astype(np.uint8)[None, :]})[0][0]
+        approx = dots * (self.scale * np.float64(step))  # float64 throughout: see ROUNDING_SLACK
+        slack = self.error * (length * (1 + ROUNDING_SLACK)) + self.norm * (query_error + length * ROUNDING_SLACK)
+        return approx, slack + _TINY
 
 
 def _model(weights: np.ndarray) -> bytes:
