@@ -42,9 +42,10 @@ def float_top(matrix: np.ndarray, owner: np.ndarray, chunks: int, v: np.ndarray,
 
 
 def exact_top(matrix: np.ndarray, owner: np.ndarray, chunks: int, v: np.ndarray, k: int) -> list[int]:
-    """The same scan in float64: the order both are checked against."""
-    scores = matrix.astype(np.float64) @ v.astype(np.float64)
-    best = np.full(chunks, -np.inf)
+    """The same scan in float64, its scores then rounded to float32 (equal ones in chunk
+    order): the order both are checked against."""
+    scores = (matrix.astype(np.float64) @ v.astype(np.float64)).astype(np.float32)
+    best = np.full(chunks, -np.inf, dtype=np.float32)
     np.maximum.at(best, owner, scores)
     return np.argsort(-best, kind="stable")[:k].tolist()
 
