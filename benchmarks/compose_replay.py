@@ -9,7 +9,7 @@ judge answers.py uses). With --show, each miss is printed: the label, and what w
 
     .venv/bin/python -m benchmarks.compose_replay --collections git,sqlite [--split dev]
         [--show] [--words-only] [--shortlist N] [--no-windows] [--model DIR]
-        [--dense-weight 0.6] [--window-weight 0.3]
+        [--dense-weight 0.6] [--window-weight 0.3] [--save FILE] [--baseline FILE]
 
 The store is CITEBOT_QUALITY_CACHE/<name>-store (as answers.py); the passages are cached
 in CITEBOT_REPLAY_CACHE (default /tmp/citebot-replay) as <name>-<hash of the store path and
@@ -19,12 +19,17 @@ the same vector).
 retrieves and embeds with that model, and keeps its vectors in vectors-<folder>.pkl.
 --dense-weight and --window-weight replace compose.py's DENSE_WEIGHT and WINDOW_WEIGHT
 for the run (the cosine terms of a sentence's score).
+--save writes each given item's outcome (collection, id, held-out collection or not,
+quoted or not) as JSON; --baseline reads such a file and prints this run minus it, a
+paired bootstrap over the items given in both (benchmarks/quality.py paired_bootstrap):
+the held-out collections, the tuned collections, all, then each collection.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import pickle
 import sys
@@ -106,6 +111,28 @@ class CachedEncoder:
             self.path.write_bytes(pickle.dumps(self.vectors))
 
 
+def compare(base: list[dict], now: list[dict]) -> None:
+    """Print now minus base (the share of items quoting a label), paired over the items in both."""
+    import numpy as np
+
+    from benchmarks.quality import paired_bootstrap
+
+    before = {(r["collection"], r["id"]): r["quoted"] for r in base}
+    rows = [(r, before[(r["collection"], r["id"])]) for r in now if (r["collection"], r["id"]) in before]
+    groups = [("held-out collections", lambda r: r["heldout"]), ("tuned collections", lambda r: not r["heldout"]),
+              ("all", lambda r: True)]
+    for name in dict.fromkeys(r["collection"] for r, _ in rows):
+        groups.append((name, lambda r, name=name: r["collection"] == name))
+    print(f"{'paired over':22} {'n':>4}  {'before':>6} {'after':>6}  {'diff [95%]':>24}  gained lost")
+    for label, keep in groups:
+        a = np.array([float(b) for r, b in rows if keep(r)])
+        b = np.array([float(r["quoted"]) for r, _ in rows if keep(r)])
+        mean, lo, hi = paired_bootstrap(a, b)
+        gained, lost = int((b > a).sum()), int((b < a).sum())
+        print(f"{label:22} {len(a):4}  {a.mean() if len(a) else 0:6.3f} {b.mean() if len(b) else 0:6.3f}  "
+              f"{mean:+.3f} [{lo:+.3f}, {hi:+.3f}]  {gained:6} {lost:4}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--collections", required=True, help="comma-separated names")
@@ -118,7 +145,10 @@ def main() -> int:
     ap.add_argument("--model", type=Path, help="embedding model folder of quality.py --model; default: bundled")
     ap.add_argument("--dense-weight", type=float, help="compose.py DENSE_WEIGHT for this run")
     ap.add_argument("--window-weight", type=float, help="compose.py WINDOW_WEIGHT for this run")
+    ap.add_argument("--save", type=Path, help="write each given item's outcome here (JSON)")
+    ap.add_argument("--baseline", type=Path, help="a --save file: print this run minus it, paired over items")
     args = ap.parse_args()
+    baseline = json.loads(args.baseline.read_text()) if args.baseline else None
     from bot.answer import compose
 
     if args.dense_weight is not None:
@@ -137,6 +167,7 @@ def main() -> int:
                                CACHE / (f"vectors-{model.name}.pkl" if model else "vectors.pkl"))
     composer = ExtractiveComposer(encode, shortlist=args.shortlist)
     total_given = total_quoted = 0
+    outcomes: list[dict] = []
     for t in targets(args.collections.split(",")):
         items = [i for i in load_items(t.questions, split=args.split) if i.answerable]
         frozen = frozen_passages(t, items, t.store.with_name(f"{t.name}-{model.name}-store") if model else None)
@@ -153,6 +184,7 @@ def main() -> int:
             picked = composer.pick(question, passages, expansions)
             hit = any(overlaps(q.text, s) for q in picked for s in item.must_contain)
             quoted += hit
+            outcomes.append({"collection": t.name, "id": item.id, "heldout": t.heldout, "quoted": hit})
             if args.show and not hit:
                 where = [p.number for p in passages for s in item.must_contain if s in p.chunk.text]
                 print(f"--- {t.name} {item.id}: {question}\n  label in [{','.join(map(str, where))}]: "
@@ -166,6 +198,10 @@ def main() -> int:
         encode.save()
     print(f"{'all':18} given {total_given:4}  quoted {total_quoted:4}  "
           f"rate {total_quoted / total_given if total_given else 0:.3f}")
+    if args.save:
+        args.save.write_text(json.dumps(outcomes, indent=0) + "\n")
+    if baseline is not None:
+        compare(baseline, outcomes)
     return 0
 
 

@@ -68,6 +68,8 @@ def _edit_cited(store, turnlog, asked, folder: Path, documents: int = 2):
             text = path.read_text() if path.suffix == ".md" else ""
             if path not in edits and len(q["text"]) > 20 and text.count(q["text"]) == 1:
                 edits[path] = q["text"]
+            if len(edits) == documents:  # an answer may quote several files: no more than asked
+                break
         if len(edits) == documents:
             break
     assert len(edits) == documents, "the month cites too few Markdown passages to edit"
