@@ -213,3 +213,29 @@ def test_a_write_committed_between_the_versions_read_and_the_rows_is_seen_on_the
     assert ids(server.dense(unit(1, 1, 1, 1), 1)) != [zebra]
     other.close()
     server.close()
+
+
+def test_without_the_counter_a_build_called_at_once_is_not_kept_over_this_stores_write(tmp_path):
+    """A build that read the collection before this store wrote is of the version before
+    that write; without the counter the write leaves data_version as it is, so only the
+    keeper's count of this store's writes tells them apart: the count is the one the read
+    saw, not the one after it."""
+
+    class WritesAfterTheRead(EmbeddedStore):
+        def _read_for_postings(self):
+            read = super()._read_for_postings()
+            self.replace_document(*ZEBRA)  # this store's write, between the read and the install
+            return read
+
+    path = tmp_path / "store"
+    first = EmbeddedStore(path)
+    fill(first, [KITCHEN, SITE])
+    first.close()
+    by_hand = sqlite3.connect(path / embedded.DB_NAME, isolation_level=None)
+    by_hand.execute("DELETE FROM meta WHERE key = 'content_version'")
+    by_hand.close()
+    store = WritesAfterTheRead(path)
+    store.build_postings()
+    assert store._postings() is None  # what was built lacks the zebra: FTS5 answers
+    assert ids(store.lexical(QUAGGA, 3)) == [ZEBRA[1][0].chunk_id]
+    store.close()
