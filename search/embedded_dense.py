@@ -38,8 +38,9 @@ class DenseReads:
     _lock: threading.RLock
     _matrix: _Matrix | None
     _masks: dict[tuple[int, tuple[str, ...]], np.ndarray]
-    # The int8 scan of one matrix (that tuple itself: a write of this store reloads the matrix
-    # under the same data_version), and how often that matrix was read before it was asked for.
+    # The int8 scan of one matrix (that tuple itself, not its version: a write of this store
+    # reloads the matrix, under the same version when the counter row is gone), and how often
+    # that matrix was read before it was asked for.
     _scan: tuple[_Matrix, embedded_scan.Int8Scan | None] | None
     _scan_reads: tuple[_Matrix | None, int]
 

@@ -127,10 +127,12 @@ class LexicalReads:
         """Build the postings of the collection as it is now (a benchmark calls this to
         measure them at once; reads start it on a thread). A failure leaves FTS5 answering."""
         keeper = self._keeper
+        # The count of this store's writes before the read: one after it would key a read that
+        # missed a write as of that write (without the counter row, the only key that moves).
+        generation = keeper.generation if generation is None else generation
         postings = None
         try:
             version, rows, sources = self._read_for_postings()
-            generation = keeper.generation if generation is None else generation
             postings = Postings((version, generation), rows, sources, HEADING_WEIGHT)
         except Exception as exc:  # noqa: BLE001 - a daemon thread: nothing may escape it; FTS5 answers
             log.warning("the lexical postings were not built (FTS5 goes on answering): %s", exc)

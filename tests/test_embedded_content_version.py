@@ -164,3 +164,78 @@ def test_without_the_counter_every_commit_counts_as_before(tmp_path):
     server.dense(E4, 3)
     assert server._matrix[1] is not matrix  # type: ignore[index]
     server.close()
+
+
+class _Interleaved(EmbeddedStore):
+    """A server whose next matrix or vocabulary read has another connection commit a write
+    between its version's read and its rows' (the stamp is read in between; the vocabulary
+    is what the spelling index reads)."""
+
+    write = None
+
+    def _interleave(self) -> None:
+        if self.write is not None:
+            write, self.write = self.write, None
+            write()
+
+    def stamp(self):
+        self._interleave()
+        return super().stamp()
+
+    def vocabulary(self, *, scope=None):
+        self._interleave()
+        return super().vocabulary(scope=scope)
+
+
+def test_a_write_committed_between_the_versions_read_and_the_rows_is_seen_on_the_next_read(tmp_path):
+    """The rows read after the version may be newer than it, never older: such a cache is
+    read again at the next read (data_version moved), never kept under the newer version."""
+    server = _Interleaved(tmp_path / "store")
+    fill(server, [KITCHEN, SITE])
+    server.dense(E4, 3)
+    server.spelling_candidates(["quaga"])
+    other = EmbeddedStore(tmp_path / "store")
+    zebra = ZEBRA[1][0].chunk_id
+
+    server.write = lambda: other.replace_document(*ZEBRA)
+    server._matrix = None  # the next read loads it, and the write lands inside that load
+    server.dense(E4, 3)
+    assert server.write is None and server._matrix[0] < _counter(server)  # type: ignore[index]
+    assert ids(server.dense(unit(1, 1, 1, 1), 1)) == [zebra]
+    assert server._matrix[0] == _counter(server)  # type: ignore[index]
+
+    server.write = lambda: other.delete_documents([ZEBRA[0].source])
+    server._vocab_cache.clear()
+    server.spelling_candidates(["quaga"])
+    assert server.write is None
+    assert "quagga" not in server.spelling_candidates(["quaga"])["quaga"]
+    assert max(server._vocab_cache)[0] == _counter(server)
+    assert ids(server.dense(unit(1, 1, 1, 1), 1)) != [zebra]
+    other.close()
+    server.close()
+
+
+def test_without_the_counter_a_build_called_at_once_is_not_kept_over_this_stores_write(tmp_path):
+    """A build that read the collection before this store wrote is of the version before
+    that write; without the counter the write leaves data_version as it is, so only the
+    keeper's count of this store's writes tells them apart: the count is the one the read
+    saw, not the one after it."""
+
+    class WritesAfterTheRead(EmbeddedStore):
+        def _read_for_postings(self):
+            read = super()._read_for_postings()
+            self.replace_document(*ZEBRA)  # this store's write, between the read and the install
+            return read
+
+    path = tmp_path / "store"
+    first = EmbeddedStore(path)
+    fill(first, [KITCHEN, SITE])
+    first.close()
+    by_hand = sqlite3.connect(path / embedded.DB_NAME, isolation_level=None)
+    by_hand.execute("DELETE FROM meta WHERE key = 'content_version'")
+    by_hand.close()
+    store = WritesAfterTheRead(path)
+    store.build_postings()
+    assert store._postings() is None  # what was built lacks the zebra: FTS5 answers
+    assert ids(store.lexical(QUAGGA, 3)) == [ZEBRA[1][0].chunk_id]
+    store.close()
