@@ -100,7 +100,10 @@ class Retriever:
         self.encode_query = encode_query
         self.glossary = glossary or Glossary.empty()
         self.config = config or RetrievalConfig()
+        # Which aliases flood, per scope: kept CALIBRATION_TTL_S, as the calibration is, so a
+        # running bot takes the spread of an ingest made beside it.
         self._flood_cache: dict[tuple[tuple[str, ...], str], bool] = {}
+        self._flood_read_at = 0.0
         self._null: calibration.NullDistribution | None | Literal[False] = False  # False: not read yet
         self._null_read_at = 0.0
         self.clock = time.monotonic
@@ -154,6 +157,10 @@ class Retriever:
 
     def _floods(self, expansion: Expansion, scope: Scope | None = None) -> bool:
         key = (scope.key if scope is not None else (), expansion.expands_to)
+        now = self.clock()
+        if now - self._flood_read_at >= CALIBRATION_TTL_S:
+            self._flood_cache.clear()
+            self._flood_read_at = now
         if key not in self._flood_cache:
             spread = self.spread(expansion.expands_to, scope)
             total = sum(spread.values())

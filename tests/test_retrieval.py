@@ -338,3 +338,34 @@ def test_hybrid_counts_a_dense_rank_dense_weight_times_a_lexical_one(examples_st
                 1.0 / (RRF_K + h.lexical_rank) if h.lexical_rank else 0.0
             )
             assert h.score == pytest.approx(expected, abs=1e-6)
+
+
+def test_which_aliases_flood_is_read_again_after_an_ingest_beside_a_running_bot(tmp_path, test_embedder):
+    from ingest.pipeline import ingest
+    from search.embedded import EmbeddedStore
+    from search.retrieval_config import CALIBRATION_TTL_S
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    words = "The loading dock opens at seven and the night shift hands over to the morning crew there. "
+    for i in range(10):  # pages of their own (a paragraph on every page would be furniture)
+        (docs / f"plain-{i}.md").write_text(f"# Plain {i}\n\nBay {i} holds pallet row {i * 7}. {words * 4}\n")
+    (docs / "widgets.md").write_text("# Widgets\n\n" + "".join(
+        f"## Widget step {i}\n\nTurn the widget dial {i} notches. {words * 5}\n\n" for i in range(6)))
+    store = EmbeddedStore(tmp_path / "store")
+    ingest([docs], store, test_embedder, progress=False, within=docs)
+    now = [1000.0]
+    retriever = Retriever(store, test_embedder.encode_query, Glossary([GlossaryEntry("widget", "gizmo")]))
+    retriever.clock = lambda: now[0]
+    question = "how do i reset a gizmo?"
+    assert retriever.retrieve(question).flooded == ["widget"]  # one page holds every match
+
+    (docs / "widgets.md").unlink()
+    (docs / "one-widget.md").write_text(f"# One widget\n\nThe widget is reset with the red key. {words * 4}\n")
+    ingest([docs], store, test_embedder, progress=False, within=docs)
+    now[0] += 1
+    assert retriever.retrieve(question).flooded == ["widget"]  # kept for a while, as the calibration is
+    now[0] += CALIBRATION_TTL_S
+    fresh = retriever.retrieve(question)
+    assert fresh.flooded == [] and [e.expands_to for e in fresh.expansions] == ["widget"]
+    store.close()
