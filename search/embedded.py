@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -48,6 +49,8 @@ from search.types import (
     sections_from_data,
     text_hash,
 )
+
+log = logging.getLogger("citebot.search")
 
 DB_NAME = "citebot.sqlite3"
 # How long a statement waits for another process's write (an ingest's document, a schema
@@ -97,6 +100,7 @@ class EmbeddedStore(DenseReads, LexicalReads, InstallRows):
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_instances USING fts5vocab(main, chunks_fts, 'instance')"
         )
         self._content: tuple[int, int] | None = None  # (data_version, content version) last read
+        self._counter_warned = False
         self._matrix: tuple[int, np.ndarray, np.ndarray, list[str], list[str]] | None = None
         self._masks: dict[tuple[int, tuple[str, ...]], np.ndarray] = {}
         self._scan = None
@@ -115,9 +119,24 @@ class EmbeddedStore(DenseReads, LexicalReads, InstallRows):
             moved = int(self._db.execute("PRAGMA data_version").fetchone()[0])
             if self._content is None or self._content[0] != moved:
                 row = self._db.execute("SELECT value FROM meta WHERE key = 'content_version'").fetchone()
-                # Without the counter (its row deleted by hand) every commit counts, as before it.
-                self._content = (moved, int(row[0]) if row else -1 - moved)
+                # Without the counter (its row deleted or rewritten by hand) every commit counts,
+                # as before it.
+                counter = self._counter(row[0]) if row else None
+                self._content = (moved, counter if counter is not None else -1 - moved)
             return self._content[1]
+
+    def _counter(self, value: object) -> int | None:
+        """The content version's counter as stored, or None for a value that is not one
+        (logged once per store)."""
+        try:
+            return int(str(value))
+        except ValueError:
+            if not self._counter_warned:
+                self._counter_warned = True
+                log.warning(
+                    "content_version in %s is %r, not a counter: every commit counts as a write", self.directory, value
+                )
+            return None
 
     def _collection_written(self) -> None:
         """This store wrote the collection (its own commits leave data_version as it is)."""

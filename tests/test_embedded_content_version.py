@@ -166,6 +166,22 @@ def test_without_the_counter_every_commit_counts_as_before(tmp_path):
     server.close()
 
 
+def test_a_counter_rewritten_by_hand_counts_every_commit_and_says_so_once(tmp_path, caplog):
+    server = EmbeddedStore(tmp_path / "store")
+    fill(server, [KITCHEN, SITE])
+    other = sqlite3.connect(tmp_path / "store" / embedded.DB_NAME, isolation_level=None)
+    other.execute("UPDATE meta SET value = '1e3' WHERE key = 'content_version'")  # by hand
+    with caplog.at_level("WARNING", logger="citebot.search"):
+        matrix, _, _, _ = _warm(server)
+        other.execute("INSERT INTO turns VALUES ('t4', '2026-01-01', ?)", (json.dumps({}),))
+        assert ids(server.dense(E4, 3))  # searches go on
+        assert server._matrix[1] is not matrix  # type: ignore[index]
+    other.close()
+    warnings = [r.getMessage() for r in caplog.records if "not a counter" in r.getMessage()]
+    assert len(warnings) == 1 and "'1e3'" in warnings[0]
+    server.close()
+
+
 class _Interleaved(EmbeddedStore):
     """A server whose next matrix or vocabulary read has another connection commit a write
     between its version's read and its rows' (the stamp is read in between; the vocabulary
