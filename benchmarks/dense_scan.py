@@ -33,12 +33,8 @@ PASSES = 5
 
 
 def float_top(matrix: np.ndarray, owner: np.ndarray, chunks: int, v: np.ndarray, k: int) -> list[int]:
-    """The store's float scan (search/embedded_dense.py), without a scope."""
-    scores = matrix @ v
-    best = np.full(chunks, -np.inf, dtype=np.float32)
-    np.maximum.at(best, owner, scores)
-    held = np.flatnonzero(best >= np.partition(best, len(best) - k)[len(best) - k])
-    return held[np.argsort(-best[held], kind="stable")][:k].tolist()
+    """The store's float scan, without a scope."""
+    return embedded_scan.float_top(matrix, owner, chunks, v, k, None)[0].tolist()
 
 
 def exact_top(matrix: np.ndarray, owner: np.ndarray, chunks: int, v: np.ndarray, k: int) -> list[int]:

@@ -28,9 +28,9 @@ from bot.answer.gate import ANSWER, CLOSEST, REFUSED, Gate
 from bot.answer.record import TurnRecord
 from bot.answer.turn import Answerer
 from search.errors import ConfigError
-from search.marks import IN_WORD_RANGES
 from search.retrieval_config import RetrievalConfig
 from search.retrieve import Retrieval, Retriever
+from search.text import W_CLASS
 
 TOP_HITS = 10
 
@@ -242,7 +242,7 @@ def outcome_json(o: Outcome) -> dict:
 # -- answers: the whole turn per item ----------------------------------------------------
 
 # A word with the marks it holds (search.marks): "छुट्टी" one word, not three fragments.
-_WORD = re.compile(rf"[\w{IN_WORD_RANGES}]+")
+_WORD = re.compile(W_CLASS + "+")
 # A quotation overlaps a label when they share a run of consecutive words covering at
 # least half the label's words and at least LABEL_OVERLAP_MIN_WORDS of them (the whole
 # label when it is shorter): a label that spans two sentences is quoted by either, and a

@@ -106,22 +106,8 @@ class DenseReads:
         if vector.shape != (matrix.shape[1],):
             raise DimensionError(f"query vector has width {vector.shape}, the store holds {matrix.shape[1]}")
         found = scan.top(vector, k, mask) if scan is not None else None
-        if found is not None:
-            return [(ids[i], float(score)) for i, score in zip(found[0], found[1], strict=True)]
-        scores = matrix @ vector.astype(np.float32)
-        best = np.full(len(ids), -np.inf, dtype=np.float32)
-        np.maximum.at(best, owner, scores)
-        if mask is not None:
-            best[~mask] = -np.inf  # outside the scope: never a candidate
-            k = min(k, int(mask.sum()))
-        # The stable sort's first k, sorting only the chunks at or above the k-th score (a NaN
-        # score, which partition places last, takes the whole sort).
-        if 0 < k < len(best) and not np.isnan(best).any():
-            held = np.flatnonzero(best >= np.partition(best, len(best) - k)[len(best) - k])
-            top = held[np.argsort(-best[held], kind="stable")][:k]
-        else:
-            top = np.argsort(-best, kind="stable")[:k]
-        return [(ids[i], float(best[i])) for i in top]
+        top, scores = found if found is not None else embedded_scan.float_top(matrix, owner, len(ids), vector, k, mask)
+        return [(ids[i], float(score)) for i, score in zip(top, scores, strict=True)]
 
     def _int8_scan(self) -> embedded_scan.Int8Scan | None:
         """The current matrix's int8 scan when it is built; from its second read on, starts

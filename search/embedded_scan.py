@@ -186,6 +186,27 @@ def _bytes_field(number: int, payload: bytes) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
+def float_top(
+    matrix: np.ndarray, owner: np.ndarray, chunks: int, vector: np.ndarray, k: int, allowed: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The float scan: every window's float32 cosine, each chunk scoring by its best, the
+    first k chunks (indices, scores) of those `allowed` (a mask over chunks; None: all)."""
+    scores = matrix @ vector.astype(np.float32)
+    best = np.full(chunks, -np.inf, dtype=np.float32)
+    np.maximum.at(best, owner, scores)
+    if allowed is not None:
+        best[~allowed] = -np.inf  # outside the scope: never a candidate
+        k = min(k, int(allowed.sum()))
+    # The stable sort's first k, sorting only the chunks at or above the k-th score (a NaN
+    # score, which partition places last, takes the whole sort).
+    if 0 < k < len(best) and not np.isnan(best).any():
+        held = np.flatnonzero(best >= np.partition(best, len(best) - k)[len(best) - k])
+        top = held[np.argsort(-best[held], kind="stable")][:k]
+    else:
+        top = np.argsort(-best, kind="stable")[:k]
+    return top, best[top]
+
+
 def build(matrix: np.ndarray, owner: np.ndarray, chunks: int) -> Int8Scan | None:
     """The int8 scan of a matrix large enough to gain from it and wholly finite; None
     otherwise, or when ONNX Runtime cannot make it (logged: the float scan stays correct)."""

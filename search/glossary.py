@@ -17,7 +17,7 @@ from pathlib import Path
 
 from search.config import read_setting_file
 from search.errors import ConfigError
-from search.marks import MARK_SET
+from search.marks import MARK_CLASS
 from search.text import fold
 
 VARIABLE = "CITEBOT_GLOSSARY"
@@ -39,24 +39,15 @@ class Expansion:
     entry: GlossaryEntry
 
 
-class _WholeWord:
+def _whole_word(name: str, flags: int = 0) -> re.Pattern[str]:
     """A name matched as a whole word: no word character, nor a combining mark that a word
     of the scripts in search.marks holds (Python's \\w counts none), right before or after
     it, so "हिन्द" is not found inside "हिन्दी"."""
-
-    def __init__(self, name: str, flags: int = 0) -> None:
-        self._re = re.compile(r"(?<![\w])" + re.escape(name) + r"(?![\w])", flags)
-
-    def search(self, text: str) -> re.Match[str] | None:
-        for m in self._re.finditer(text):
-            a, b = m.start(), m.end()
-            if (a == 0 or text[a - 1] not in MARK_SET) and (b == len(text) or text[b] not in MARK_SET):
-                return m
-        return None
+    return re.compile(rf"(?<![\w])(?<!{MARK_CLASS}){re.escape(name)}(?![\w])(?!{MARK_CLASS})", flags)
 
 
-def _pattern(name: str) -> _WholeWord:
-    return _WholeWord(fold(name))
+def _pattern(name: str) -> re.Pattern[str]:
+    return _whole_word(fold(name))
 
 
 class Glossary:
@@ -131,7 +122,7 @@ def with_other_names(question: str, expansions: list[Expansion]) -> str:
     name cannot be placed in the question as written."""
     out = question
     for e in expansions:
-        m = _WholeWord(e.found, re.IGNORECASE).search(out)
+        m = _whole_word(e.found, re.IGNORECASE).search(out)
         at = m.end() if m else len(out.rstrip())
         out = f"{out[:at]} ({e.expands_to}){out[at:]}"
     return out

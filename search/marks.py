@@ -65,31 +65,34 @@ _RANGES = (
 )
 
 
-def _expand(ranges: str) -> str:
-    out: list[str] = []
+def _pairs(ranges: str) -> list[tuple[int, int]]:
+    """The (first, last) code points of a list like _RANGES."""
+    out = []
     for item in ranges.split():
         lo, _, hi = item.partition("-")
-        out.extend(chr(c) for c in range(int(lo, 16), int(hi or lo, 16) + 1))
-    return "".join(out)
+        out.append((int(lo, 16), int(hi or lo, 16)))
+    return out
+
+
+def _expand(ranges: str) -> str:
+    return "".join(chr(c) for lo, hi in _pairs(ranges) for c in range(lo, hi + 1))
+
+
+def _class_ranges(ranges: str) -> str:
+    """The inside of a regular expression's character class holding them."""
+    return "".join(chr(lo) + (f"-{chr(hi)}" if hi != lo else "") for lo, hi in _pairs(ranges))
 
 
 MARKS = _expand(_RANGES)
-# The same, as a set: is a character one of them.
+# The same, as a set: is a character one of them; and as a character class.
 MARK_SET = frozenset(MARKS)
+MARK_CLASS = f"[{_class_ranges(_RANGES)}]"
 
 # The Latin diacritics unicode61 drops (remove_diacritics; SQLite's own fixed list,
 # sqlite3Fts5UnicodeIsdiacritic): word characters folded to nothing, so a decomposed
 # "Mu\u0308ller" is the one word "muller" (docs/decisions/0061-combining-marks-inside-words.md).
 _DROPPED_RANGES = "0300-0304 0306-030C 030F 0311 031B 0323-0328 032D-032E 0330-0331"
 DROPPED = _expand(_DROPPED_RANGES)
-
-
-def _class_ranges(ranges: str) -> str:
-    out = []
-    for item in ranges.split():
-        lo, _, hi = item.partition("-")
-        out.append(chr(int(lo, 16)) + (f"-{chr(int(hi, 16))}" if hi else ""))
-    return "".join(out)
 
 
 # Every mark a word holds for unicode61 (DROPPED and MARKS): Python's \w and str.isalnum()

@@ -23,7 +23,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
-from search.marks import IN_WORD_CLASS, IN_WORD_SET, MARKS
+from search.marks import IN_WORD_CLASS, IN_WORD_RANGES, IN_WORD_SET, MARKS
 
 _WORD = re.compile(r"[^\W_]+")
 # A word character as unicode61 reads one, for the patterns that find words in the
@@ -33,6 +33,9 @@ _WORD = re.compile(r"[^\W_]+")
 WORD_CHAR = rf"(?:[^\W_]|{IN_WORD_CLASS})"
 # A whole word of the question's text (name_like), never cut at a mark.
 _TEXT_WORD = re.compile(WORD_CHAR + "++")
+# \w (the underscore too) or a mark a word holds: the character of the word runs the
+# answer's cues, the evaluation's label overlap and Slack's code-block identifiers read.
+W_CLASS = rf"[\w{IN_WORD_RANGES}]"
 
 # unicode61's options for every FTS5 table and for the questions' cut. The combining marks
 # of the scripts that write vowels and signs as marks (search.marks: Devanagari, Bengali,

@@ -14,8 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from search.marks import IN_WORD_RANGES
-from search.text import STOPWORDS, words
+from search.text import STOPWORDS, W_CLASS, words
 
 Test = Callable[[str], bool]
 
@@ -57,7 +56,7 @@ _HAS_PLACE = re.compile(
 CODE = re.compile(r"`|\$ |--?[a-z][\w-]*|\w\(|\b[a-z]+_[a-z_]+\b|^\s*[a-z][\w.-]* [a-z-]+|[=<>|]{1,2}")
 _NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]+(?: [A-Z][a-z]+)+")
 # A word with the marks it holds (search.marks): a question's "छुट्टी" is masked whole.
-_WORD = re.compile(rf"[\w{IN_WORD_RANGES}]+")
+_WORD = re.compile(W_CLASS + "+")
 
 
 def cues(question: str) -> list[Test]:

@@ -15,6 +15,7 @@ from bot.answer.prompt import PROMPT_QUESTION_CHARS
 from bot.slack.emphasis import strip_emphasis
 from bot.slack.render import unescape
 from search.marks import IN_WORD_RANGES
+from search.text import W_CLASS
 
 log = structlog.get_logger("citebot.slack")
 
@@ -70,7 +71,7 @@ _FILLER_END = re.compile(
 # snake_case, dotted.names, CamelCase, ALL_CAPS, codes with digits, --flags. A word
 # character is \w or a mark a word holds (search.marks): "user_नाम" is kept whole, not
 # as "user_न" (docs/decisions/0061-combining-marks-inside-words.md).
-_W = rf"[\w{IN_WORD_RANGES}]"
+_W = W_CLASS
 _IDENTIFIER = re.compile(
     rf"--?[A-Za-z][\w{IN_WORD_RANGES}-]+|[A-Za-z_]{_W}*(?:[._:/-][A-Za-z_0-9]{_W}*)+|[A-Za-z]+\d{_W}*"
     rf"|\d+[A-Za-z]{_W}*|[a-z]+[A-Z]{_W}*|[A-Z][a-z0-9]+[A-Z]{_W}*|[A-Z][A-Z0-9_]{{1,}}|{_W}+_{_W}+"
