@@ -18,8 +18,8 @@ collection held out whole.
 Prints, for each lam: leave-one-collection-out dense R@5 (W learned on the other
 collections' dev items, scored on the left-out collection's), each collection's and the
 pooled paired difference against no adapter. With --save, W learned on every listed
-collection's dev items at the first lam is written to W.npy (`benchmarks.fusion_probe`'s
-`adapter` probe reads it).
+collection's dev items at the first lam is written to W.npy (numpy's format).
+docs/decisions/0068-query-adapter.md holds the figures.
 """
 
 from __future__ import annotations
