@@ -12,7 +12,7 @@ from search.retrieval_config import (
     PHRASE_MIN_CONTENT,
     STOPWORD_PHRASE_MIN_TOKENS,
 )
-from search.text import STOPWORDS, joined_terms, words
+from search.text import STOPWORDS, joined_terms, quoted_terms, words
 
 Gram = tuple[str, ...]
 
@@ -25,7 +25,9 @@ def is_phrase(gram: Gram) -> bool:
     return len(gram) >= STOPWORD_PHRASE_MIN_TOKENS and content <= len(gram) // 2
 
 
-def candidates(question: str, phrase: Callable[[Gram], bool], joined_rule: bool) -> list[tuple[int, Gram]]:
+def candidates(
+    question: str, phrase: Callable[[Gram], bool], joined_rule: bool, quoted_rule: bool = False
+) -> list[tuple[int, Gram]]:
     """The question's phrase candidates (position, gram), longest first, at most
     PHRASE_CANDIDATES_MAX; `phrase` judges an n-gram (is_phrase)."""
     tokens = words(question)
@@ -35,13 +37,19 @@ def candidates(question: str, phrase: Callable[[Gram], bool], joined_rule: bool)
             gram = tuple(tokens[i : i + n])
             if phrase(gram):
                 grams.append((i, gram))
-    if joined_rule:
-        # Words written joined ("analysis_limit", "extensions.worktreeConfig") are one
-        # name whatever their words: a phrase candidate of any length from two.
+    # Words written joined ("analysis_limit", "extensions.worktreeConfig") are one name
+    # whatever their words, and words the writer quoted ('golden handcuffs', "Use or
+    # Lose") are the documents' own: a phrase candidate of any length from two
+    # (docs/decisions/0003-joined-words.md, 0069-quoted-words.md).
+    extra = (joined_terms(question) if joined_rule else []) + (
+        [g for g in quoted_terms(question) if 2 <= len(g) <= PHRASE_MAX_TOKENS] if quoted_rule else []
+    )
+    if extra:
         known = {g for _, g in grams}
-        for gram in joined_terms(question):
+        for gram in extra:
             at = next((i for i in range(len(tokens) - len(gram) + 1) if tuple(tokens[i : i + len(gram)]) == gram), None)
             if at is not None and gram not in known:
+                known.add(gram)
                 grams.append((at, gram))
         grams.sort(key=lambda ig: (-len(ig[1]), ig[0]))
     return grams[:PHRASE_CANDIDATES_MAX]

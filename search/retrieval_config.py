@@ -95,5 +95,6 @@ class RetrievalConfig:
     phrase_rule: bool = True
     stemming: bool = True
     joined_rule: bool = True
+    quoted_rule: bool = True
     rerank: bool = False
     widen: bool = False

@@ -50,7 +50,7 @@ from search.retrieval_config import (
 from search.scope import Scope, limiting
 from search.store import Store
 from search.support import support_of
-from search.text import content_words, letters_only, name_like, words
+from search.text import content_words, letters_only, name_like, quoted_terms, words
 from search.types import Chunk, Hit, LexicalQuery, WeightedTerms, WindowScore
 
 __all__ = ["Reranker", "Retrieval", "Retriever"]
@@ -314,8 +314,15 @@ class Retriever:
         answers their probes in the same round trip (docs/decisions/0054-fewer-elastic-round-trips.md)."""
         cfg = self.config
         terms = content_words(question)
-        grams = phrases.candidates(question, self.is_phrase, cfg.joined_rule) if cfg.phrase_rule and probing else []
+        grams = (
+            phrases.candidates(question, self.is_phrase, cfg.joined_rule, cfg.quoted_rule)
+            if cfg.phrase_rule and probing
+            else []
+        )
         names = name_like(question) if cfg.rare_rule and probing else set()
+        if cfg.rare_rule and cfg.quoted_rule and probing:
+            # A word the writer quoted ('misfeature') is marked as a term, as a name is.
+            names |= {g[0] for g in quoted_terms(question) if len(g) == 1}
         early = list(dict.fromkeys([g for _, g in grams] + [(t,) for t in terms if t in names and rare_like(t)]))
         held: dict[tuple[str, ...], list[str]] = {}
         dfs, count = self.store.term_stats(terms, scope=scope, probes=early, limit=PROBE_LIMIT, held=held)

@@ -261,3 +261,50 @@ def joined_terms(text: str) -> list[tuple[str, ...]]:
         if len(toks) >= 2 and any(len(t) >= 2 and t not in STOPWORDS for t in toks):
             out.setdefault(toks, None)
     return list(out)
+
+
+# Quotation marks a writer puts around words they copy: straight, curly and the backtick
+# (Slack's inline code). Each opener with the closers that end it.
+_QUOTES = {"'": "'’", "‘": "'’", '"': '"”', "“": '"”', "`": "`"}
+# A quotation longer than this is not a term a person copied but a passage; its phrases
+# are the ordinary candidates'.
+QUOTED_MAX_CHARS = 200
+
+
+def _word_char(ch: str) -> bool:
+    return ch.isalnum() or ch in IN_WORD_SET
+
+
+def quoted_terms(text: str) -> list[tuple[str, ...]]:
+    """The token sequences the writer put in quotation marks ('golden handcuffs', "Use or
+    Lose", `git bisect`), in order, without repeats. An opener follows no word character
+    and a closer is followed by none, so the apostrophes of "what's" and "teams'" open
+    nothing, and one between two word characters ("don't") is inside the quotation. A
+    quotation is at most QUOTED_MAX_CHARS characters on one line. Linear in the text: one
+    pass from the end finds each position's next closer of each kind and next line end."""
+    n = len(text)
+    kinds = sorted(set(_QUOTES.values()))
+    following: dict[str, list[int]] = {k: [n] * (n + 1) for k in kinds}
+    line_end = [n] * (n + 1)
+    for j in range(n - 1, -1, -1):
+        ch = text[j]
+        line_end[j] = j if ch == "\n" else line_end[j + 1]
+        closes = not (j + 1 < n and _word_char(text[j + 1]))
+        for k in kinds:
+            following[k][j] = j if closes and ch in k else following[k][j + 1]
+    out: dict[tuple[str, ...], None] = {}
+    i = 0
+    while i < n:
+        kind = _QUOTES.get(text[i])
+        if kind is None or (i > 0 and _word_char(text[i - 1])) or i + 2 > n:
+            i += 1
+            continue
+        end = following[kind][i + 2]
+        if end >= n or end > i + 1 + QUOTED_MAX_CHARS or line_end[i + 1] < end:
+            i += 1
+            continue
+        toks = tuple(words(text[i + 1 : end]))
+        if toks:
+            out.setdefault(toks, None)
+        i = end + 1
+    return list(out)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ingest.loaders import front_matter_url, load_html, load_markdown
 from ingest.loaders.pdf import _is_dot_leader, _is_page_number
-from search.text import _WORD, _starts_sentence, joined_terms, name_like
+from search.text import _WORD, _starts_sentence, joined_terms, name_like, quoted_terms
 from tests.fuzz_support import within_budget
 
 OLD_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
@@ -47,6 +47,10 @@ def test_question_patterns_are_linear_in_a_long_question():
     assert within_budget(lambda: joined_terms("a" * 50_000 + " b")) == []
     names = within_budget(lambda: name_like(" ".join(["Word"] * 20_000) + "," * 20_000 + " Other"))
     assert names == {"word", "other"}
+    # Every opener with no closer in reach, and every quote an opener and a closer.
+    assert within_budget(lambda: quoted_terms("'a " * 15_000)) == []
+    assert within_budget(lambda: quoted_terms("\"'" * 20_000 + "`")) == []
+    assert within_budget(lambda: quoted_terms(" 'x'" * 10_000)) == [("x",)]
 
 
 @pytest.mark.parametrize("unclosed", ["<a ", "<a\n", "<a b='", "<!--", "</", "<?"])
