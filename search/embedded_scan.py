@@ -190,7 +190,10 @@ def float_top(
     matrix: np.ndarray, owner: np.ndarray, chunks: int, vector: np.ndarray, k: int, allowed: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The float scan: every window's float32 cosine, each chunk scoring by its best, the
-    first k chunks (indices, scores) of those `allowed` (a mask over chunks; None: all)."""
+    first k chunks (indices, scores) of those `allowed` (a mask over chunks; None: all);
+    none for k of 0 or less, as the int8 scan and Elasticsearch answer."""
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
     scores = matrix @ vector.astype(np.float32)
     best = np.full(chunks, -np.inf, dtype=np.float32)
     np.maximum.at(best, owner, scores)

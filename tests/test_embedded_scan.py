@@ -76,6 +76,22 @@ def test_int8_scan_gives_the_exact_scans_chunks_order_and_scores(seed):
     assert compared == len(queries) * 7 * len(masks)
 
 
+def test_both_scans_answer_no_chunk_for_k_of_zero_or_less():
+    rng = np.random.default_rng(4)
+    matrix = clustered(rng, 300, 16)
+    owner, chunks = owners(rng, 300)
+    v = rng.standard_normal(16).astype(np.float32)
+    scan = embedded_scan.Int8Scan(matrix, owner, chunks)
+    for k in (0, -1, -5):
+        for allowed in (None, rng.random(chunks) < 0.5):
+            top, scores = embedded_scan.float_top(matrix, owner, chunks, v, k, allowed)
+            assert top.tolist() == [] and scores.tolist() == []
+            got = scan.top(v, k, allowed)
+            assert got is not None and got[0].tolist() == []
+    # A positive k still answers.
+    assert len(embedded_scan.float_top(matrix, owner, chunks, v, 3, None)[0]) == 3
+
+
 def test_the_int8_scan_scores_only_the_chunks_that_can_win():
     rng = np.random.default_rng(3)
     rows, dims = 6000, 64
