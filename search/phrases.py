@@ -46,8 +46,13 @@ def candidates(
     )
     if extra:
         known = {g for _, g in grams}
-        for gram in extra:
-            at = next((i for i in range(len(tokens) - len(gram) + 1) if tuple(tokens[i : i + len(gram)]) == gram), None)
+        # Where each token stands, read once: a gram is looked for only where its first
+        # token is (a scan of the whole question per gram was quadratic in a pasted page).
+        starts: dict[str, list[int]] = {}
+        for i, t in enumerate(tokens):
+            starts.setdefault(t, []).append(i)
+        for gram in extra[:PHRASE_CANDIDATES_MAX]:
+            at = next((i for i in starts.get(gram[0], ()) if tuple(tokens[i : i + len(gram)]) == gram), None)
             if at is not None and gram not in known:
                 known.add(gram)
                 grams.append((at, gram))
