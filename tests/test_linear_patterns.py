@@ -9,6 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.answer.checks import cited_sentences
+from bot.answer.release import settled_ends
+from bot.answer.sentences import sentence_spans
+from bot.slack.split import split_markdown, split_text
 from ingest.loaders import front_matter_url, load_html, load_markdown
 from ingest.loaders.pdf import _is_dot_leader, _is_page_number
 from search.text import _WORD, _starts_sentence, joined_terms, name_like, quoted_terms
@@ -51,6 +55,25 @@ def test_question_patterns_are_linear_in_a_long_question():
     assert within_budget(lambda: quoted_terms("'a " * 15_000)) == []
     assert within_budget(lambda: quoted_terms("\"'" * 20_000 + "`")) == []
     assert within_budget(lambda: quoted_terms(" 'x'" * 10_000)) == [("x",)]
+
+
+# The sentence ends of other scripts (bot/answer/sentences.py): a run of Chinese marks whose
+# closing brackets run on into the text (read from each mark of the run, 5 s for 40,000
+# characters), marks each followed by white space or markers, wrapped lines of wide characters.
+@pytest.mark.parametrize("text", [
+    "\u3002" * 20_000 + "\u300d" * 20_000 + "x", "\u3002\u300d" * 20_000 + "x", "\uff0e" * 40_000,
+    "\uff11\uff0e" * 20_000, "\u0964" * 40_000, "\u0964 " * 20_000, "\u0964" + " " * 40_000 + "x",
+    "\u3002" + " " * 40_000 + "[", "\u3002[1]" * 10_000, "\u201c\u597d\u3002\u201d" * 10_000,
+    ("\u5b57" * 40 + "\n") * 1_000,
+], ids=["marks-closers", "mark-closer", "fullwidth-stops", "list-numbers", "dandas", "spaced-dandas",
+        "danda-blanks", "mark-blanks", "mark-markers", "quotations", "wrapped-wide"])
+def test_sentence_ends_of_other_scripts_are_found_in_linear_time(text):
+    within_budget(lambda: sentence_spans(text))
+    within_budget(lambda: sentence_spans(text, wrapped=True))
+    within_budget(lambda: cited_sentences(text))
+    within_budget(lambda: list(settled_ends(text)))
+    within_budget(lambda: split_text(text))
+    within_budget(lambda: split_markdown(text))
 
 
 @pytest.mark.parametrize("unclosed", ["<a ", "<a\n", "<a b='", "<!--", "</", "<?"])
