@@ -35,20 +35,26 @@ SPACED_MARKS = ".!?\u2026\u0964\u0965\u06d4\u061f\u0589\u1362\u1367\u1368\u104b"
 UNSPACED_MARKS = "\u3002\uff01\uff1f\uff61"
 _DIGITS = "0-9\uff10-\uff19"
 _LATIN = "A-Za-z\uff21-\uff3a\uff41-\uff5a"  # and their full-width forms
-_RUN = rf"(?:[{UNSPACED_MARKS}]|(?<![{_DIGITS}])\uff0e(?![{_DIGITS}{_LATIN}]))++"
+# A run of them, read from its first mark only: from each mark of a long run whose closing
+# bracket runs on into the text (below) the run would be read again, quadratic.
+_RUN = (
+    rf"[{UNSPACED_MARKS}\uff0e](?<![{UNSPACED_MARKS}\uff0e].)(?<![{_DIGITS}]\uff0e)(?!(?<=\uff0e)[{_DIGITS}{_LATIN}])"
+    rf"(?:[{UNSPACED_MARKS}]|(?<![{_DIGITS}])\uff0e(?![{_DIGITS}{_LATIN}]))*+"
+)
 _CLOSERS = "\"'\u201d\u2019\u00bb)\\]"  # " ' ” ’ » ) ]
 # 」』）】〕〉》｣ ” ’ ) ]: not a straight quote, which after 。 as often opens the next sentence.
 _CJK_CLOSERS = "\u300d\u300f\uff09\u3011\u3015\u3009\u300b\uff63\u201d\u2019)\\]"
 _MARKERS = r"(?:\s*\[\d+\])*"
 
-# A CJK run of marks is read from its first mark only ((?<!...): from each mark of a long
-# run the run would be read again), and ends no sentence when the quotation or bracket it
-# closes runs on into the sentence (「保存しました。」と表示されます。 is one sentence), as a
-# lower-case letter after `."` does in Latin script.
+# A Chinese or Japanese mark ends no sentence when the quotation or bracket it closes runs
+# on into the sentence (「保存しました。」と表示されます。 is one sentence), as a lower-case
+# letter after `."` does in Latin script. The lookahead first: one test of a character that
+# can start an end, where trying each alternative at every character took 35% longer.
 SENTENCE_END = re.compile(
+    rf"(?=[{SPACED_MARKS}{UNSPACED_MARKS}\uff0e\n])(?:"
     rf"[{SPACED_MARKS}][{_CLOSERS}]*{_MARKERS}[{SPACED_MARKS}]?(?=\s+(?![a-z])|\s*$)"
-    rf"|(?<![{UNSPACED_MARKS}\uff0e]){_RUN}(?:[{_CJK_CLOSERS}]++(?=[\s\[]|$)|(?![{_CJK_CLOSERS}])){_MARKERS}"
-    r"|\n\s*\n|\n"
+    rf"|{_RUN}(?:[{_CJK_CLOSERS}]++(?=[\s\[]|$)|(?![{_CJK_CLOSERS}])){_MARKERS}"
+    r"|\n\s*\n|\n)"
 )
 
 
