@@ -23,6 +23,7 @@ OLD_URL_KEY = re.compile(r"^url[ \t]*:[ \t]*(.*?)[ \t]*$")
 OLD_DOT_LEADER = re.compile(r"\.{6,}\s*\S+$")
 OLD_SENTENCE_START = re.compile(r"(^|[.!?:;]\s+|\n)\W*$")
 OLD_JOINED = re.compile(r"[^\W_]+(?:(?:[._/-]|::)+[^\W_]+)+")
+OLD_SENTENCE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*(?:\s*\[\d+\])*[.!?]?(?=\s+(?![a-z])|\s*$)|\n\s*\n|\n")
 
 
 def test_a_100_kb_heading_line_loads_in_linear_time():
@@ -136,6 +137,15 @@ def test_question_patterns_find_what_the_old_ones_found(text):
     for m in _WORD.finditer(text):
         assert _starts_sentence(text, m.start()) == bool(OLD_SENTENCE_START.search(text[: m.start()]))
     assert joined_terms(text) == [t for t in _old_joined(text)]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from([".", "!", "?", "\u2026", '"', "'", "\u201d", "\u2019", ")", "]", "[1]", "[", " ",
+                                 "  ", "\n", "\n\n", "a", "B", "1", "\u00e9", "\u201c"]), max_size=16).map("".join))
+def test_sentence_ends_in_text_without_the_new_marks_are_the_old_ones(text):
+    from bot.answer.sentences import SENTENCE_END
+
+    assert [m.span() for m in SENTENCE_END.finditer(text)] == [m.span() for m in OLD_SENTENCE_END.finditer(text)]
 
 
 def _old_joined(text: str) -> list[tuple[str, ...]]:

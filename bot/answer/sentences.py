@@ -52,7 +52,7 @@ _MARKERS = r"(?:\s*\[\d+\])*"
 # can start an end, where trying each alternative at every character took 35% longer.
 SENTENCE_END = re.compile(
     rf"(?=[{SPACED_MARKS}{UNSPACED_MARKS}\uff0e\n])(?:"
-    rf"[{SPACED_MARKS}][{_CLOSERS}]*{_MARKERS}[{SPACED_MARKS}]?(?=\s+(?![a-z])|\s*$)"
+    rf"[{SPACED_MARKS}][{_CLOSERS}]*{_MARKERS}[.!?]?(?=\s+(?![a-z])|\s*$)"
     rf"|{_RUN}(?:[{_CJK_CLOSERS}]++(?=[\s\[]|$)|(?![{_CJK_CLOSERS}])){_MARKERS}"
     r"|\n\s*\n|\n)"
 )
