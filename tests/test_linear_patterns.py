@@ -9,6 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.answer.checks import cited_sentences
+from bot.answer.release import settled_ends
+from bot.answer.sentences import sentence_spans
+from bot.slack.split import split_markdown, split_text
 from ingest.loaders import front_matter_url, load_html, load_markdown
 from ingest.loaders.pdf import _is_dot_leader, _is_page_number
 from search import phrases
@@ -21,6 +25,7 @@ OLD_URL_KEY = re.compile(r"^url[ \t]*:[ \t]*(.*?)[ \t]*$")
 OLD_DOT_LEADER = re.compile(r"\.{6,}\s*\S+$")
 OLD_SENTENCE_START = re.compile(r"(^|[.!?:;]\s+|\n)\W*$")
 OLD_JOINED = re.compile(r"[^\W_]+(?:(?:[._/-]|::)+[^\W_]+)+")
+OLD_SENTENCE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*(?:\s*\[\d+\])*[.!?]?(?=\s+(?![a-z])|\s*$)|\n\s*\n|\n")
 
 
 def test_a_100_kb_heading_line_loads_in_linear_time():
@@ -62,6 +67,25 @@ def test_a_long_question_of_quoted_and_joined_words_gives_its_candidates_in_line
     grams = within_budget(lambda: phrases.candidates(quoted, phrases.is_phrase, True, True))
     assert len(grams) == PHRASE_CANDIDATES_MAX
     assert [len(g) for _, g in grams] == sorted((len(g) for _, g in grams), reverse=True)
+
+
+# The sentence ends of other scripts (bot/answer/sentences.py): a run of Chinese marks whose
+# closing brackets run on into the text (read from each mark of the run, 5 s for 40,000
+# characters), marks each followed by white space or markers, wrapped lines of wide characters.
+@pytest.mark.parametrize("text", [
+    "\u3002" * 20_000 + "\u300d" * 20_000 + "x", "\u3002\u300d" * 20_000 + "x", "\uff0e" * 40_000,
+    "\uff11\uff0e" * 20_000, "\u0964" * 40_000, "\u0964 " * 20_000, "\u0964" + " " * 40_000 + "x",
+    "\u3002" + " " * 40_000 + "[", "\u3002[1]" * 10_000, "\u201c\u597d\u3002\u201d" * 10_000,
+    ("\u5b57" * 40 + "\n") * 1_000,
+], ids=["marks-closers", "mark-closer", "fullwidth-stops", "list-numbers", "dandas", "spaced-dandas",
+        "danda-blanks", "mark-blanks", "mark-markers", "quotations", "wrapped-wide"])
+def test_sentence_ends_of_other_scripts_are_found_in_linear_time(text):
+    within_budget(lambda: sentence_spans(text))
+    within_budget(lambda: sentence_spans(text, wrapped=True))
+    within_budget(lambda: cited_sentences(text))
+    within_budget(lambda: list(settled_ends(text)))
+    within_budget(lambda: split_text(text))
+    within_budget(lambda: split_markdown(text))
 
 
 @pytest.mark.parametrize("unclosed", ["<a ", "<a\n", "<a b='", "<!--", "</", "<?"])
@@ -124,6 +148,15 @@ def test_question_patterns_find_what_the_old_ones_found(text):
     for m in _WORD.finditer(text):
         assert _starts_sentence(text, m.start()) == bool(OLD_SENTENCE_START.search(text[: m.start()]))
     assert joined_terms(text) == [t for t in _old_joined(text)]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from([".", "!", "?", "\u2026", '"', "'", "\u201d", "\u2019", ")", "]", "[1]", "[", " ",
+                                 "  ", "\n", "\n\n", "a", "B", "1", "\u00e9", "\u201c"]), max_size=16).map("".join))
+def test_sentence_ends_in_text_without_the_new_marks_are_the_old_ones(text):
+    from bot.answer.sentences import SENTENCE_END
+
+    assert [m.span() for m in SENTENCE_END.finditer(text)] == [m.span() for m in OLD_SENTENCE_END.finditer(text)]
 
 
 def _old_joined(text: str) -> list[tuple[str, ...]]:

@@ -185,8 +185,25 @@ class _Candidate:
     score: float = 0.0
 
 
+# Chinese and Japanese put no space between words: a run of Han or kana counts a word per two
+# characters (a Chinese word averages about one and a half), or every sentence of theirs,
+# ended at its 。 (bot.answer.sentences), would count one word, too short to quote.
+_UNSPACED_WORDS = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]+")
+
+
+def word_count(text: str) -> int:
+    """The words of a text: its pieces between white space, or, in a text holding Han or
+    kana, a word per two characters of each run of them and the other pieces that hold a
+    letter or a digit (not the 。 and 「」 around the runs)."""
+    runs = _UNSPACED_WORDS.findall(text)
+    if not runs:
+        return len(text.split())
+    rest = _UNSPACED_WORDS.sub(" ", text).split()
+    return sum(1 for piece in rest if any(c.isalnum() for c in piece)) + sum((len(r) + 1) // 2 for r in runs)
+
+
 def _quotable(text: str) -> bool:
-    n = len(text.split())
+    n = word_count(text)
     short_ok = n >= EXTRACT_MIN_WORDS or (n >= EXTRACT_MIN_WORDS_CODE and bool(CODE.search(text)))
     return short_ok and not _ASKS.search(text)
 
@@ -321,7 +338,7 @@ class ExtractiveComposer:
             row = by_passage[c.passage.number]
             first = last = c.index
             if len(c.text) < LONG_QUOTE_CHARS:
-                short = len(c.text.split()) < SHORT_SENTENCE_WORDS
+                short = word_count(c.text) < SHORT_SENTENCE_WORDS
                 if (_LEAD_IN.search(c.text) or short) and last + 1 < len(row) and row[last + 1].quotable:
                     last += 1
                 elif _ANAPHOR.search(c.text) and first > 0 and row[first - 1].quotable:

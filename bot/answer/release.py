@@ -8,7 +8,8 @@ a quotation before its check, and its flag arrives with it.
 A sentence end is final only once the text after it shows it cannot grow: a sentence ends
 after its closing quotes, its [N] markers and a full stop after those, and "e.g. the" is no
 end, so the end is settled when a character that none of those can start follows it (not a
-`[`, and after white space). Nothing is released:
+`[`, and after white space; a Chinese or Japanese mark's end needs no white space). Nothing
+is released:
 - before the first sentence with a citation that passes (an answer that cites nothing given
   is shown whole at the end, behind the turn's "Unsupported" warning);
 - while the reply may still be the refusal format (`NOT_COVERED: …`), which is never shown;
@@ -47,14 +48,16 @@ def may_be_refusal(text: str) -> bool:
     return REFUSAL_TOKEN.startswith(head[: len(REFUSAL_TOKEN)])
 
 
-def settled(text: str, end: int) -> bool:
-    """Whether a sentence end at `end` is final, whatever text comes after."""
-    rest = text[end:]
+def settled(text: str, m: re.Match[str]) -> bool:
+    """Whether a sentence end (a match of SENTENCE_END) is final, whatever text comes after."""
+    rest = text[m.end() :]
     following = rest.lstrip()
     if not following or following[0] == "[":  # nothing yet, or more markers may follow
         return False
-    # Straight after the end (no white space) only a line break's end can stand.
-    return rest[0].isspace() or text[end - 1] == "\n"
+    # Straight after the end (no white space) only a line break's end can stand, or a Chinese
+    # or Japanese mark's (。！？), which needs no space: "。」" or "。[1]" is matched whole
+    # before what follows it is looked at.
+    return rest[0].isspace() or m.group(0)[-1] == "\n" or sentences.unspaced(m.group(0))
 
 
 def settled_ends(text: str, after: int = 0) -> Iterator[int]:
@@ -74,7 +77,7 @@ def settled_ends(text: str, after: int = 0) -> Iterator[int]:
         closing += piece.count("\u201d")
         if not blank_line and (straight % 2 == 1 or opening > closing):
             continue
-        if not settled(text, end):
+        if not settled(text, m):
             return
         yield end
 
