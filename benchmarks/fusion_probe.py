@@ -42,6 +42,8 @@ once. A variant is a JSON object of RetrievalConfig fields (`dense_weight`, `rrf
 - `focus_lexical`: the lexical arm's plain term group is the question's content with Slack
   filler set aside (search.focus), not all its content words; with `vocab_neighbours`,
   only those words are expanded;
+- `arm_top` [m, k]: each arm's first m chunks are within the fused order's first k places
+  (one that is not is moved to place k, after the addresses);
 - `typo_weight` w: the typo fixes' term group at w (search/retrieval_config.py TYPO_WEIGHT,
   0.7); `typo_stem_guard`: no fix for a word whose stem some chunk holds (with `typo_fix`
   false, a RetrievalConfig field, none at all).
@@ -81,7 +83,7 @@ CONFIG_FIELDS = {f.name for f in fields(RetrievalConfig)}
 PROBES = {"doc_decay", "heading_weight", "lexical_limit", "no_stopword_phrases", "lexical_coverage", "focus_dense",
           "hub", "mode", "extra", "title_scale", "doc_mix", "prf", "fm_title", "para_min_tokens",
           "vocab_neighbours", "vocab_max_df", "vocab_question",
-          "focus_lexical", "typo_weight", "typo_stem_guard"}
+          "focus_lexical", "typo_weight", "typo_stem_guard", "arm_top"}
 
 
 class Probe(Retriever):
@@ -193,7 +195,25 @@ class Probe(Retriever):
                 fused[cid] *= self.probe["doc_decay"] ** seen.get(source, 0)
                 seen[source] = seen.get(source, 0) + 1
             order = fusion.addresses_first(fused, lexical.addressed, top_k)
+        if "arm_top" in self.probe:
+            order = arm_top(order, [[c for c, _ in dense], [c for c, _ in lexical.ranking]],
+                            *self.probe["arm_top"], len(lexical.addressed), top_k)
         return fused, candidates, order
+
+
+def arm_top(order: list[str], arms: list[list[str]], m: int, k: int, addressed: int, top_k: int) -> list[str]:
+    """The fused order with each arm's first m chunks within its first k places: one that is
+    not is moved to place k (after the addresses), pushing the rest down (`arm_top`)."""
+    out = list(order)
+    for arm in arms:
+        for cid in arm[:m]:
+            at = out.index(cid) if cid in out else None
+            if at is not None and at < k:
+                continue
+            if at is not None:
+                out.pop(at)
+            out.insert(max(k - 1, addressed), cid)
+    return out[:top_k]
 
 
 def hub_dense(store: EmbeddedStore, lam: float):

@@ -164,3 +164,15 @@ def test_the_typo_probes_reweigh_the_fixes_and_spare_a_word_whose_stem_is_held(t
     groups, _ = heavy._term_groups(asked)
     fixes = [g for g in groups if g.terms == ("spouse", "trains")]
     assert [(g.weight, g.stemmed) for g in fixes] == [(0.35, False), (0.35 * STEM_WEIGHT, True)]
+
+
+def test_arm_top_moves_an_arms_first_chunk_to_place_k_after_the_addresses():
+    from benchmarks.fusion_probe import arm_top
+
+    order = ["a", "b", "c", "d", "e", "f"]
+    # "x" is the lexical arm's first and not fused at all; "d" the dense arm's first, at place 4.
+    assert arm_top(order, [["d"], ["x"]], 1, 3, 0, 6) == ["a", "b", "x", "d", "c", "e"]
+    # Already within the first k places: nothing moves.
+    assert arm_top(order, [["a"], ["b"]], 1, 3, 0, 6) == order
+    # Two addresses ahead of place k - 1: the chunk goes after them.
+    assert arm_top(order, [["f"]], 1, 1, 2, 4) == ["a", "b", "f", "c"]
