@@ -42,6 +42,9 @@ once. A variant is a JSON object of RetrievalConfig fields (`dense_weight`, `rrf
 - `focus_lexical`: the lexical arm's plain term group is the question's content with Slack
   filler set aside (search.focus), not all its content words; with `vocab_neighbours`,
   only those words are expanded;
+- `score_fusion` [alpha, "minmax" | "z"]: the arms' scores over their pools normalised and
+  mixed, alpha the dense arm's share, instead of reciprocal ranks (a chunk one arm lacks
+  takes that arm's lowest);
 - `arm_top` [m, k]: each arm's first m chunks are within the fused order's first k places
   (one that is not is moved to place k, after the addresses);
 - `typo_weight` w: the typo fixes' term group at w (search/retrieval_config.py TYPO_WEIGHT,
@@ -83,7 +86,7 @@ CONFIG_FIELDS = {f.name for f in fields(RetrievalConfig)}
 PROBES = {"doc_decay", "heading_weight", "lexical_limit", "no_stopword_phrases", "lexical_coverage", "focus_dense",
           "hub", "mode", "extra", "title_scale", "doc_mix", "prf", "fm_title", "para_min_tokens",
           "vocab_neighbours", "vocab_max_df", "vocab_question",
-          "focus_lexical", "typo_weight", "typo_stem_guard", "arm_top"}
+          "focus_lexical", "typo_weight", "typo_stem_guard", "arm_top", "score_fusion"}
 
 
 class Probe(Retriever):
@@ -175,6 +178,21 @@ class Probe(Retriever):
         self._asked = asked
         return super()._ranked(question, asked, dense, lexical, top_k, scope, timings, read)
 
+    def _score_fuse(self, dense, lexical, top_k, read, alpha: float, how: str):
+        """Retriever._fuse with the arms' normalised scores mixed, alpha the dense arm's share
+        (a chunk one arm lacks takes that arm's lowest), in place of reciprocal ranks."""
+        dn, ln = normalised(dense, how), normalised(lexical.ranking, how)
+        d0, l0 = min(dn.values(), default=0.0), min(ln.values(), default=0.0)
+        fused = {c: alpha * dn.get(c, d0) + (1 - alpha) * ln.get(c, l0) for c in {*dn, *ln}}
+        low = min(fused.values(), default=0.0)
+        fused = {c: v - low for c, v in fused.items()}  # at least 0, so the superseded discount lowers
+        for cid in lexical.addressed:
+            fused.setdefault(cid, 0.0)
+        fetched = {c.chunk_id: c for c in self.store.get_chunks([c for c in fused if c not in read])}
+        candidates = {c: chunk for c in fused if (chunk := read.get(c) or fetched.get(c)) is not None}
+        fusion.discount_superseded(fused, candidates)
+        return fused, candidates, fusion.addresses_first(fused, lexical.addressed, top_k)
+
     def _fuse(self, dense, lexical, top_k, read):
         """citebot's fusion (Retriever._fuse), with the probes' weight or decay."""
         config = self.config
@@ -185,7 +203,10 @@ class Probe(Retriever):
             if held >= self.probe["lexical_coverage"]:
                 self.config = replace(config, dense_weight=1.0)
         try:
-            fused, candidates, order = super()._fuse(dense, lexical, top_k, read)
+            if "score_fusion" in self.probe:
+                fused, candidates, order = self._score_fuse(dense, lexical, top_k, read, *self.probe["score_fusion"])
+            else:
+                fused, candidates, order = super()._fuse(dense, lexical, top_k, read)
         finally:
             self.config = config
         if "doc_decay" in self.probe:
@@ -199,6 +220,19 @@ class Probe(Retriever):
             order = arm_top(order, [[c for c, _ in dense], [c for c, _ in lexical.ranking]],
                             *self.probe["arm_top"], len(lexical.addressed), top_k)
         return fused, candidates, order
+
+
+def normalised(ranking: list[tuple[str, float]], how: str) -> dict[str, float]:
+    """An arm's scores over its pool, min-max ("minmax") or as z-scores ("z")."""
+    if not ranking:
+        return {}
+    scores = np.array([s for _, s in ranking], dtype=np.float64)
+    if how == "z":
+        scaled = (scores - scores.mean()) / (scores.std() or 1.0)
+    else:
+        span = scores.max() - scores.min()
+        scaled = (scores - scores.min()) / span if span > 0 else np.ones_like(scores)
+    return {cid: float(v) for (cid, _), v in zip(ranking, scaled, strict=True)}
 
 
 def arm_top(order: list[str], arms: list[list[str]], m: int, k: int, addressed: int, top_k: int) -> list[str]:

@@ -176,3 +176,14 @@ def test_arm_top_moves_an_arms_first_chunk_to_place_k_after_the_addresses():
     assert arm_top(order, [["a"], ["b"]], 1, 3, 0, 6) == order
     # Two addresses ahead of place k - 1: the chunk goes after them.
     assert arm_top(order, [["f"]], 1, 1, 2, 4) == ["a", "b", "f", "c"]
+
+
+def test_normalised_scores_span_zero_to_one_or_are_z_scores():
+    from benchmarks.fusion_probe import normalised
+
+    ranking = [("a", 9.0), ("b", 5.0), ("c", 1.0)]
+    assert normalised(ranking, "minmax") == {"a": 1.0, "b": 0.5, "c": 0.0}
+    z = normalised(ranking, "z")
+    assert abs(sum(z.values())) < 1e-12 and z["a"] > z["b"] > z["c"]
+    assert normalised([("a", 0.3), ("b", 0.3)], "minmax") == {"a": 1.0, "b": 1.0}
+    assert normalised([], "z") == {}
