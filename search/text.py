@@ -275,12 +275,14 @@ def _word_char(ch: str) -> bool:
     return ch.isalnum() or ch in IN_WORD_SET
 
 
-def quoted_terms(text: str) -> list[tuple[str, ...]]:
+def quoted_terms(text: str, nested: bool = True) -> list[tuple[str, ...]]:
     """The token sequences the writer put in quotation marks ('golden handcuffs', "Use or
     Lose", `git bisect`), in order, without repeats. An opener follows no word character
     and a closer is followed by none, so the apostrophes of "what's" and "teams'" open
     nothing, and one between two word characters ("don't") is inside the quotation. A
-    quotation is at most QUOTED_MAX_CHARS characters on one line. Linear in the text: one
+    quotation is at most QUOTED_MAX_CHARS characters on one line; an empty one ('', "")
+    holds no words and ends where its closer stands. The quotations inside a quotation
+    ("they call it 'soft exit'") are read too, one level deep. Linear in the text: one
     pass from the end finds each position's next closer of each kind and next line end."""
     n = len(text)
     kinds = sorted(set(_QUOTES.values()))
@@ -296,15 +298,20 @@ def quoted_terms(text: str) -> list[tuple[str, ...]]:
     i = 0
     while i < n:
         kind = _QUOTES.get(text[i])
-        if kind is None or (i > 0 and _word_char(text[i - 1])) or i + 2 > n:
+        if kind is None or (i > 0 and _word_char(text[i - 1])):
             i += 1
             continue
-        end = following[kind][i + 2]
+        # The closer may stand right after the opener: the quotation is empty, and the
+        # words after it are no part of it.
+        end = following[kind][i + 1]
         if end >= n or end > i + 1 + QUOTED_MAX_CHARS or line_end[i + 1] < end:
             i += 1
             continue
-        toks = tuple(words(text[i + 1 : end]))
+        quoted = text[i + 1 : end]
+        toks = tuple(words(quoted))
         if toks:
             out.setdefault(toks, None)
+            for inner in quoted_terms(quoted, nested=False) if nested else ():
+                out.setdefault(inner, None)
         i = end + 1
     return list(out)

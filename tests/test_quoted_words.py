@@ -24,6 +24,19 @@ def test_quotations_of_every_kind_are_read_and_apostrophes_are_not():
     assert quoted_terms("the docs call it a \"misfeature\" and a 'misfeature'") == [("misfeature",)]
 
 
+def test_an_empty_quotation_holds_nothing_and_a_nested_one_is_read():
+    # The closer right after the opener ends the quotation: the words after it were read
+    # as the start of the next one ("and soft exit", the quoted phrase lost).
+    assert quoted_terms("'' and 'soft exit'") == [("soft", "exit")]
+    assert quoted_terms('an empty string "" is what "soft exit" gives') == [("soft", "exit")]
+    assert quoted_terms("`` then `git bisect`") == [("git", "bisect")]
+    assert quoted_terms("```git bisect```") == [("git", "bisect")]
+    # A quotation inside a quotation is the writer's too, one level deep.
+    assert quoted_terms("he said \"we call it 'soft exit' here\"") == [
+        ("we", "call", "it", "soft", "exit", "here"), ("soft", "exit")]
+    assert quoted_terms("“they said ‘golden handcuffs’”") == [("they", "said", "golden", "handcuffs"), ("golden", "handcuffs")]
+
+
 def test_what_is_not_a_quotation():
     assert quoted_terms("an unclosed 'quote runs on") == []
     assert quoted_terms("a quote 'that runs\nonto the next line'") == []
@@ -51,6 +64,8 @@ def _check(store, embedder):
     assert "phrase:soft exit" in r.addresses
     assert r.hits[0].chunk.source == "leave.md" and r.hits[0].reasons == ["address"]
     assert not any(a.startswith("phrase:") for a in off.retrieve(question).addresses)
+    # An empty quotation before it leaves the quoted phrase as it is.
+    assert "phrase:soft exit" in on.retrieve("what's '' and 'soft exit' then").addresses
     # Unquoted, two ordinary words are no phrase address either.
     assert not any(a.startswith("phrase:") for a in on.retrieve("what's this soft exit thing people mention??").addresses)
     # A quoted word the collection holds rarely is a term, as a name is; unquoted it is one vote.
