@@ -76,9 +76,10 @@ def test_a_long_question_of_quoted_and_joined_words_gives_its_candidates_in_line
     "\u3002" * 20_000 + "\u300d" * 20_000 + "x", "\u3002\u300d" * 20_000 + "x", "\uff0e" * 40_000,
     "\uff11\uff0e" * 20_000, "\u0964" * 40_000, "\u0964 " * 20_000, "\u0964" + " " * 40_000 + "x",
     "\u3002" + " " * 40_000 + "[", "\u3002[1]" * 10_000, "\u201c\u597d\u3002\u201d" * 10_000,
-    ("\u5b57" * 40 + "\n") * 1_000,
+    ("\u5b57" * 40 + "\n") * 1_000, "\u3002\"" + " " * 40_000 + "[1", "\u3002\" [" * 10_000,
 ], ids=["marks-closers", "mark-closer", "fullwidth-stops", "list-numbers", "dandas", "spaced-dandas",
-        "danda-blanks", "mark-blanks", "mark-markers", "quotations", "wrapped-wide"])
+        "danda-blanks", "mark-blanks", "mark-markers", "quotations", "wrapped-wide", "mark-quote-blanks",
+        "mark-quote-open-markers"])
 def test_sentence_ends_of_other_scripts_are_found_in_linear_time(text):
     within_budget(lambda: sentence_spans(text))
     within_budget(lambda: sentence_spans(text, wrapped=True))
@@ -163,7 +164,8 @@ def test_question_patterns_find_what_the_old_ones_found(text):
 
 @settings(max_examples=600, deadline=None)
 @given(st.lists(st.sampled_from([".", "!", "?", "\u2026", '"', "'", "\u201d", "\u2019", ")", "]", "[1]", "[", " ",
-                                 "  ", "\n", "\n\n", "a", "B", "1", "\u00e9", "\u201c"]), max_size=16).map("".join))
+                                 "  ", "\n", "\n\n", "a", "B", "1", "\u00e9", "\u201c", "\t", "\u00a0", "\r",
+                                 "\u2028", "\u3000", "\u00ab", "(", "[12]", "z"]), max_size=16).map("".join))
 def test_sentence_ends_in_text_without_the_new_marks_are_the_old_ones(text):
     from bot.answer.sentences import SENTENCE_END
 

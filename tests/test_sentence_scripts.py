@@ -119,6 +119,25 @@ def test_citation_markers_after_a_danda_or_a_chinese_mark_belong_to_their_senten
                                                       ("文档说：“年假二十天。病假另计。”", (1,))]
 
 
+def test_a_straight_quotation_closed_after_a_chinese_mark_and_cited_ends_its_sentence():
+    # The answer's quotation format ("exact words" [N]) in Chinese: the straight quote after
+    # 。 closes the quotation when a marker follows it, so each quoted sentence is checked on
+    # its own (the two ran into one sentence citing both, and nothing was released).
+    answer = '根据政策，"员工每年有十五天假期。" [1] 另外，"病假需要证明。"[2]然后。'
+    assert [(c.text, c.numbers) for c in cited_sentences(answer)] == [
+        ('根据政策，"员工每年有十五天假期。"', (1,)), ('另外，"病假需要证明。"', (2,))]
+    assert list(settled_ends(answer)) == [len('根据政策，"员工每年有十五天假期。" [1]'),
+                                          len('根据政策，"员工每年有十五天假期。" [1] 另外，"病假需要证明。"[2]')]
+    assert list(settled_ends('根据政策，"员工每年有十五天假期。" [')) == []  # the marker may still come
+    # A straight quote after 。 may yet be the end's: the end waits for what follows it.
+    for waiting in ('年假二十天。"', '年假二十天。" ', '年假二十天。" [1'):
+        assert list(settled_ends(waiting)) == []
+    assert list(settled_ends('年假二十天。"下')) == [len("年假二十天。")]
+    assert list(settled_ends('"年假二十天。"[1]下')) == [len('"年假二十天。"[1]')]
+    # Without a marker after it, a straight quote after 。 is no part of the end, as before.
+    assert spans('他说"好。"然后走了。') == ['他说"好。', '"然后走了。']
+
+
 def test_a_chinese_end_is_released_once_what_follows_cannot_extend_it():
     assert list(settled_ends("年假二十天。")) == []
     assert list(settled_ends("年假二十天。[")) == []  # a marker may follow

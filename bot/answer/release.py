@@ -40,6 +40,9 @@ log = structlog.get_logger("citebot.turn")
 Sink = Callable[[str], None]
 
 _LEAD = re.compile(r"^\s*\W*")  # what the refusal format allows before its token
+# A straight quote after a Chinese or Japanese mark is the end's once a [N] marker follows
+# it (bot.answer.sentences): until the marker is whole or something else follows, it may be.
+_QUOTE_BEFORE_MARKER = re.compile(r'"\s*(?:\[\d*)?')
 
 
 def may_be_refusal(text: str) -> bool:
@@ -57,7 +60,9 @@ def settled(text: str, m: re.Match[str]) -> bool:
     # Straight after the end (no white space) only a line break's end can stand, or a Chinese
     # or Japanese mark's (。！？), which needs no space: "。」" or "。[1]" is matched whole
     # before what follows it is looked at.
-    return rest[0].isspace() or m.group(0)[-1] == "\n" or sentences.unspaced(m.group(0))
+    if sentences.unspaced(m.group(0)):
+        return _QUOTE_BEFORE_MARKER.fullmatch(rest) is None
+    return rest[0].isspace() or m.group(0)[-1] == "\n"
 
 
 def settled_ends(text: str, after: int = 0) -> Iterator[int]:

@@ -42,7 +42,9 @@ _RUN = (
     rf"(?:[{UNSPACED_MARKS}]|(?<![{_DIGITS}])\uff0e(?![{_DIGITS}{_LATIN}]))*+"
 )
 _CLOSERS = "\"'\u201d\u2019\u00bb)\\]"  # " ' ” ’ » ) ]
-# 」』）】〕〉》｣ ” ’ ) ]: not a straight quote, which after 。 as often opens the next sentence.
+# 」』）】〕〉》｣ ” ’ ) ]: not a straight quote, which after 。 as often opens the next sentence,
+# unless a [N] marker follows it: `"好。" [1]` is a quotation the answer cites, closed there
+# (else the sentence ran on to the next end, and cited_sentences judged it with the next).
 _CJK_CLOSERS = "\u300d\u300f\uff09\u3011\u3015\u3009\u300b\uff63\u201d\u2019)\\]"
 _MARKERS = r"(?:\s*\[\d+\])*"
 
@@ -53,7 +55,7 @@ _MARKERS = r"(?:\s*\[\d+\])*"
 SENTENCE_END = re.compile(
     rf"(?=[{SPACED_MARKS}{UNSPACED_MARKS}\uff0e\n])(?:"
     rf"[{SPACED_MARKS}][{_CLOSERS}]*{_MARKERS}[.!?]?(?=\s+(?![a-z])|\s*$)"
-    rf"|{_RUN}(?:[{_CJK_CLOSERS}]++(?=[\s\[]|$)|(?![{_CJK_CLOSERS}])){_MARKERS}"
+    rf"|{_RUN}(?:[{_CJK_CLOSERS}]++(?=[\s\[]|$)|\"(?=\s*\[\d+\])|(?![{_CJK_CLOSERS}])){_MARKERS}"
     r"|\n\s*\n|\n)"
 )
 
