@@ -41,8 +41,17 @@ def candidates(
     # whatever their words, and words the writer quoted ('golden handcuffs', "Use or
     # Lose") are the documents' own: a phrase candidate of any length from two
     # (docs/decisions/0003-joined-words.md, 0069-quoted-words.md).
+    # A quotation of stopwords only ('is a', 'of the') names nothing, as joined words of
+    # none but them ("e.g.") do not: held by a few chunks, it would address them and the
+    # refusal gate answer an off-topic question outright.
     extra = (joined_terms(question) if joined_rule else []) + (
-        [g for g in quoted_terms(question) if 2 <= len(g) <= PHRASE_MAX_TOKENS] if quoted_rule else []
+        [
+            g
+            for g in quoted_terms(question)
+            if 2 <= len(g) <= PHRASE_MAX_TOKENS and any(len(t) >= 2 and t not in STOPWORDS for t in g)
+        ]
+        if quoted_rule
+        else []
     )
     if extra:
         known = {g for _, g in grams}

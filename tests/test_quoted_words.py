@@ -56,6 +56,27 @@ def _corpus(docs):
         "# Strings\n\nDouble-quoted strings as identifiers are a misfeature kept for old schemas.\n")
 
 
+def test_a_quotation_of_stopwords_addresses_nothing_and_the_gate_still_refuses(tmp_path, test_embedder):
+    from bot.answer.gate import REFUSED, Gate
+    from ingest.pipeline import ingest
+    from search.embedded import EmbeddedStore
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(8):
+        (docs / f"p{i}.md").write_text(f"# Page {i}\n\nOur team meets weekly. Expenses need receipts.\n")
+    (docs / "values.md").write_text("# Values\n\nKindness is a habit we keep.\n")
+    store = EmbeddedStore(tmp_path / "store")
+    ingest([docs], store, test_embedder, progress=False, within=docs)
+    try:
+        # "is a" is held by one chunk: quoted, it was an address, and the gate answered.
+        r = Retriever(store, test_embedder.encode_query, Glossary.empty()).retrieve(
+            "what will the weather be in 'is a' town tomorrow")
+        assert r.addresses == [] and Gate().judge(r.support).outcome == REFUSED
+    finally:
+        store.close()
+
+
 def _check(store, embedder):
     on = Retriever(store, embedder.encode_query, Glossary.empty())
     off = Retriever(store, embedder.encode_query, Glossary.empty(), RetrievalConfig(quoted_rule=False))
