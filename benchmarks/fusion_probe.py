@@ -186,12 +186,7 @@ class Probe(Retriever):
         fused = {c: alpha * dn.get(c, d0) + (1 - alpha) * ln.get(c, l0) for c in {*dn, *ln}}
         low = min(fused.values(), default=0.0)
         fused = {c: v - low for c, v in fused.items()}  # at least 0, so the superseded discount lowers
-        for cid in lexical.addressed:
-            fused.setdefault(cid, 0.0)
-        fetched = {c.chunk_id: c for c in self.store.get_chunks([c for c in fused if c not in read])}
-        candidates = {c: chunk for c in fused if (chunk := read.get(c) or fetched.get(c)) is not None}
-        fusion.discount_superseded(fused, candidates)
-        return fused, candidates, fusion.addresses_first(fused, lexical.addressed, top_k)
+        return self._ordered(fused, lexical, top_k, read)
 
     def _fuse(self, dense, lexical, top_k, read):
         """citebot's fusion (Retriever._fuse), with the probes' weight or decay."""

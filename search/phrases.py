@@ -3,7 +3,7 @@ arm's phrase addresses (search/retrieve.py, Retriever._lexical_arm)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from search.retrieval_config import (
     PHRASE_CANDIDATES_MAX,
@@ -12,7 +12,7 @@ from search.retrieval_config import (
     PHRASE_MIN_CONTENT,
     STOPWORD_PHRASE_MIN_TOKENS,
 )
-from search.text import STOPWORDS, joined_terms, quoted_terms, words
+from search.text import STOPWORDS, joined_terms, words
 
 Gram = tuple[str, ...]
 
@@ -26,10 +26,11 @@ def is_phrase(gram: Gram) -> bool:
 
 
 def candidates(
-    question: str, phrase: Callable[[Gram], bool], joined_rule: bool, quoted_rule: bool = False
+    question: str, phrase: Callable[[Gram], bool], joined_rule: bool, quoted: Sequence[Gram] = ()
 ) -> list[tuple[int, Gram]]:
     """The question's phrase candidates (position, gram), longest first, at most
-    PHRASE_CANDIDATES_MAX; `phrase` judges an n-gram (is_phrase)."""
+    PHRASE_CANDIDATES_MAX; `phrase` judges an n-gram (is_phrase); `quoted`: the
+    question's quotations (search.text.quoted_terms), read once by the caller."""
     tokens = words(question)
     grams: list[tuple[int, Gram]] = []
     for n in range(min(PHRASE_MAX_TOKENS, len(tokens)), PHRASE_MIN_CONTENT - 1, -1):
@@ -44,15 +45,9 @@ def candidates(
     # A quotation of stopwords only ('is a', 'of the') names nothing, as joined words of
     # none but them ("e.g.") do not: held by a few chunks, it would address them and the
     # refusal gate answer an off-topic question outright.
-    extra = (joined_terms(question) if joined_rule else []) + (
-        [
-            g
-            for g in quoted_terms(question)
-            if 2 <= len(g) <= PHRASE_MAX_TOKENS and any(len(t) >= 2 and t not in STOPWORDS for t in g)
-        ]
-        if quoted_rule
-        else []
-    )
+    extra = (joined_terms(question) if joined_rule else []) + [
+        g for g in quoted if 2 <= len(g) <= PHRASE_MAX_TOKENS and any(len(t) >= 2 and t not in STOPWORDS for t in g)
+    ]
     if extra:
         known = {g for _, g in grams}
         # Where each gram first stands, found by str.find in the tokens written out once,

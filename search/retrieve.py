@@ -314,15 +314,14 @@ class Retriever:
         answers their probes in the same round trip (docs/decisions/0054-fewer-elastic-round-trips.md)."""
         cfg = self.config
         terms = content_words(question)
+        quoted = quoted_terms(question) if cfg.quoted_rule and probing else []
         grams = (
-            phrases.candidates(question, self.is_phrase, cfg.joined_rule, cfg.quoted_rule)
-            if cfg.phrase_rule and probing
-            else []
+            phrases.candidates(question, self.is_phrase, cfg.joined_rule, quoted) if cfg.phrase_rule and probing else []
         )
         names = name_like(question) if cfg.rare_rule and probing else set()
-        if cfg.rare_rule and cfg.quoted_rule and probing:
+        if cfg.rare_rule:
             # A word the writer quoted ('misfeature') is marked as a term, as a name is.
-            names |= {g[0] for g in quoted_terms(question) if len(g) == 1}
+            names |= {g[0] for g in quoted if len(g) == 1}
         early = list(dict.fromkeys([g for _, g in grams] + [(t,) for t in terms if t in names and rare_like(t)]))
         held: dict[tuple[str, ...], list[str]] = {}
         dfs, count = self.store.term_stats(terms, scope=scope, probes=early, limit=PROBE_LIMIT, held=held)
@@ -428,6 +427,13 @@ class Retriever:
         discounted; the fused scores, the candidates read (those the arms' reads brought
         along, `read`, and the rest now), and the top_k order."""
         fused = fusion.reciprocal_rank((dense, lexical.ranking), self.config.rrf_k, (self.config.dense_weight, 1.0))
+        return self._ordered(fused, lexical, top_k, read)
+
+    def _ordered(
+        self, fused: dict[str, float], lexical: _LexicalArm, top_k: int, read: dict[str, Chunk]
+    ) -> tuple[dict[str, float], dict[str, Chunk], list[str]]:
+        """Fused scores made an order: addressed chunks added, the candidates read (those
+        `read` holds, the rest now), superseded documents discounted, addresses first."""
         for cid in lexical.addressed:
             fused.setdefault(cid, 0.0)
         fetched = {c.chunk_id: c for c in self.store.get_chunks([c for c in fused if c not in read])}

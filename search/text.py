@@ -284,6 +284,8 @@ def quoted_terms(text: str, nested: bool = True) -> list[tuple[str, ...]]:
     holds no words and ends where its closer stands. The quotations inside a quotation
     ("they call it 'soft exit'") are read too, one level deep. Linear in the text: one
     pass from the end finds each position's next closer of each kind and next line end."""
+    if not any(mark in text for mark in _QUOTES):  # most questions: no pass at all
+        return []
     n = len(text)
     kinds = sorted(set(_QUOTES.values()))
     following: dict[str, list[int]] = {k: [n] * (n + 1) for k in kinds}

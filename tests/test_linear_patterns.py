@@ -64,7 +64,7 @@ def test_a_long_question_of_quoted_and_joined_words_gives_its_candidates_in_line
     # Thousands of distinct quotations and joined words: each is looked for once in the
     # question's tokens, not by a scan per place (that was 1.8 s for this one).
     quoted = " ".join(f"'w{i} x{i}' a.b{i}" for i in range(3_000))
-    grams = within_budget(lambda: phrases.candidates(quoted, phrases.is_phrase, True, True))
+    grams = within_budget(lambda: phrases.candidates(quoted, phrases.is_phrase, True, quoted_terms(quoted)))
     assert len(grams) == PHRASE_CANDIDATES_MAX
     assert [len(g) for _, g in grams] == sorted((len(g) for _, g in grams), reverse=True)
 
@@ -93,11 +93,12 @@ def test_candidates_whose_first_token_is_common_are_found_in_linear_time():
     # Each joined or quoted gram's first token stands at thousands of places before it: a
     # scan of those places per gram took 1.2 s on this question.
     for late in (" ".join(f"x.y{i}" for i in range(300)), " ".join(f"'x y{i}'" for i in range(300))):
-        grams = within_budget(lambda late=late: phrases.candidates("x " * 20_000 + late, phrases.is_phrase, True, True))
+        grams = within_budget(lambda late=late: phrases.candidates(
+            "x " * 20_000 + late, phrases.is_phrase, True, quoted_terms("x " * 20_000 + late)))
         assert len(grams) == PHRASE_CANDIDATES_MAX
     # Each found where it first stands, as whole tokens ("xx.yy" is not in "bxx yy" or "xx yyy").
     question = "bxx yy then xx yyy and 'yy xx' xx yy xx.yy"
-    assert phrases.candidates(question, lambda g: False, True, True) == [(6, ("yy", "xx")), (8, ("xx", "yy"))]
+    assert phrases.candidates(question, lambda g: False, True, quoted_terms(question)) == [(6, ("yy", "xx")), (8, ("xx", "yy"))]
 
 
 @pytest.mark.parametrize("unclosed", ["<a ", "<a\n", "<a b='", "<!--", "</", "<?"])
